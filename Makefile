@@ -1,0 +1,34 @@
+# One Makefile for humans and CI. `make train` and `make test` each do the whole set-up.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv train test lint format bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev,bench]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+train: venv  ## train on the bundled data with configs/default.yaml, then backtest the test split
+	$(PY) -m training.train
+
+test: lint  ## lint + the whole test suite (what CI runs)
+	$(PY) -m pytest -n 2
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: venv
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+bench: venv
+	$(PY) benchmarks/env_throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,153 @@
+"""`BatchedTradingEnv`: N trading accounts stepped in one call, as a stable-baselines3 `VecEnv`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.utils import seeding
+from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
+
+from envs import execution as ex
+from envs.config import EnvConfig
+from envs.core import TradingCore
+from envs.market_data import load_market_data
+from envs.trading_env import DataSource, make_config
+
+
+class BatchedTradingEnv(VecEnv):
+    """N independent accounts on the same data, stepped together by one compiled kernel.
+
+    Account i behaves exactly like a `TradingEnv` seeded with `seed + i` (SB3's convention for
+    vectorised envs): the same starts, fills, rewards and observations. Finished accounts are
+    reset automatically, as SB3 expects; their last observation is in
+    `infos[i]["terminal_observation"]` and their trading summary in `infos[i]["episode_trading"]`.
+
+    Per-account step details that `TradingEnv` puts in `info` are kept as arrays here instead of
+    N dicts per step: `last_step[name]` is a [N] array for each `envs.execution` outcome column
+    (e.g. "reward", "commission", "stop_hit"), plus "equity", "position" and "bar".
+    """
+
+    def __init__(
+        self,
+        data: DataSource,
+        config: EnvConfig | None = None,
+        *,
+        n_envs: int = 16,
+        bars: range | None = None,
+        ticker: str | None = None,
+        adjust: bool = False,
+        **config_overrides: Any,
+    ) -> None:
+        self.config = make_config(config, **config_overrides)
+        market = load_market_data(data, ticker=ticker, adjust=adjust,
+                                  min_rows=self.config.window + 1)
+        self.core = TradingCore(market, self.config, bars)
+        self.render_mode = None
+        super().__init__(n_envs, self.core.observation_space, self.core.action_space)
+        self._state, self._bars = self.core.new_accounts(n_envs)
+        self._out = np.zeros((n_envs, ex.N_OUT))
+        self._account = np.zeros((n_envs, ex.N_ACCOUNT), dtype=np.float32)
+        self._market = np.zeros((n_envs, *self.observation_space["market"].shape), np.float32)
+        self._steps = np.zeros(n_envs, dtype=np.int64)
+        self._actions = np.zeros((n_envs, 3), dtype=np.int64)
+        self._rngs = [seeding.np_random(None)[0] for _ in range(n_envs)]
+        self.last_step: dict[str, np.ndarray] = {}
+
+    def reset(self) -> VecEnvObs:
+        """Reset every account, re-seeding those given a seed through `seed()`."""
+        for i, seed in enumerate(self._seeds):
+            if seed is not None:
+                self._rngs[i] = seeding.np_random(seed)[0]
+        self._reset_seeds()
+        self._reset_options()
+        self._reset_accounts(np.arange(self.num_envs))
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return self._observation()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Store the actions [N, 3] for `step_wait`."""
+        self._actions[:] = actions
+
+    def step_wait(self) -> VecEnvStepReturn:
+        """Step all accounts; reset the finished ones; return (obs, rewards, dones, infos)."""
+        self.core.step(self._state, self._bars, self._actions, self._out, self._account)
+        self._steps += 1
+        terminated = self._out[:, ex.TERMINATED] > 0
+        truncated = ~terminated & (
+            (self._bars >= self.core.end_bar) | (self._steps >= self.core.episode_length)
+        )
+        dones = terminated | truncated
+        rewards = self._out[:, ex.REWARD].astype(np.float32)
+        self._record_last_step()
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        finished = np.flatnonzero(dones)
+        if finished.size:
+            last_obs = self._observation()
+            for i in finished:  # only finished accounts: the step itself has no per-account loop
+                infos[i]["terminal_observation"] = {k: v[i] for k, v in last_obs.items()}
+                infos[i]["TimeLimit.truncated"] = bool(truncated[i])
+                infos[i]["episode_trading"] = self.core.episode_summary(self._state, i)
+            self._reset_accounts(finished)
+        return self._observation(), rewards, dones, infos
+
+    def _reset_accounts(self, index: np.ndarray) -> None:
+        starts = np.array([self.core.draw_start(self._rngs[i]) for i in index], dtype=np.int64)
+        self.core.reset(self._state, self._bars, index, starts, self._account)
+        self._steps[index] = 0
+
+    def _record_last_step(self) -> None:
+        out = self._out.copy()  # one copy; the entries below are views into it
+        self.last_step = {name: out[:, column] for name, column in _OUT_COLUMNS.items()}
+        self.last_step["equity"] = self._state[:, ex.EQUITY].copy()
+        self.last_step["position"] = self._state[:, ex.QTY].copy()
+        self.last_step["bar"] = self._bars.copy()
+        self.last_step["actions"] = self._actions.copy()
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        self.core.market_windows(self._bars, self._market)
+        return {"market": self._market.copy(), "account": self._account.copy()}
+
+    def close(self) -> None:
+        """Nothing to release: all state is in arrays."""
+
+    def get_attr(self, attr_name: str, indices: Iterable[int] | int | None = None) -> list[Any]:
+        """The attribute of this env, once per selected account (accounts share one env)."""
+        return [getattr(self, attr_name)] * len(self._get_indices(indices))
+
+    def set_attr(self, attr_name: str, value: Any,
+                 indices: Iterable[int] | int | None = None) -> None:
+        """Set an attribute on this env (shared by all accounts)."""
+        setattr(self, attr_name, value)
+
+    def env_method(self, method_name: str, *method_args: Any,
+                   indices: Iterable[int] | int | None = None, **method_kwargs: Any) -> list[Any]:
+        """Call a method of this env once per selected account."""
+        method = getattr(self, method_name)
+        return [method(*method_args, **method_kwargs) for _ in self._get_indices(indices)]
+
+    def env_is_wrapped(self, wrapper_class: type,
+                       indices: Iterable[int] | int | None = None) -> list[bool]:
+        """Accounts are not gymnasium envs, so none is wrapped."""
+        return [False] * len(self._get_indices(indices))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        """No rendering."""
+        return [None] * self.num_envs
+
+
+_OUT_COLUMNS = {
+    "reward": ex.REWARD,
+    "order_fill": ex.ORDER_FILL,
+    "exit_fill": ex.EXIT_FILL,
+    "traded_notional": ex.TRADED_NOTIONAL,
+    "commission": ex.COMMISSION,
+    "slippage": ex.SLIPPAGE,
+    "financing": ex.FINANCING,
+    "borrow": ex.BORROW,
+    "stop_hit": ex.STOP_HIT,
+    "liquidated": ex.LIQUIDATED,
+    "bankrupt": ex.BANKRUPT,
+}

@@ -1,0 +1,92 @@
+"""Environment configuration: one dataclass, every field documented where it is declared."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+RewardKind = Literal["log_return", "differential_sharpe", "drawdown_penalty"]
+
+
+@dataclass
+class EnvConfig:
+    """Market, execution and reward settings of a `TradingEnv` (and of the batched env)."""
+
+    window: int = 64  # bars of market features in one observation (bar t and the window-1 before it)
+    long_only: bool = False  # True drops `short`: the direction head chooses flat / long only
+    leverage_levels: tuple[float, ...] = (1.0, 2.0, 3.0, 5.0)  # position notional / equity
+    risk_levels: tuple[float, ...] = (0.01, 0.02, 0.05, 0.10)  # equity share lost before the stop
+    initial_equity: float = 100_000.0  # account equity at the start of every episode
+    commission_bps: float = 2.0  # commission on traded notional, basis points
+    slippage_bps: float = 1.0  # fill price moved against the trader, basis points
+    financing_rate_annual: float = 0.05  # interest on borrowed cash of a leveraged long, per year
+    borrow_fee_annual: float = 0.01  # fee on the notional of a short position, per year
+    maintenance_margin: float = 0.05  # equity / notional below which the position is liquidated
+    bars_per_year: float | None = None  # for annual rates; None infers it from the timestamps
+    episode_length: int | None = 256  # bars per training episode; None runs to the end of the range
+    random_start: bool = True  # training: start at a random bar; False starts at the first bar
+    reward: RewardKind = "log_return"  # log equity change; or differential Sharpe; or DD-penalised
+    sharpe_eta: float = 0.01  # differential Sharpe: adaptation rate of its moving moments
+    drawdown_penalty: float = 1.0  # drawdown_penalty: weight on each increase of the drawdown
+    volume_window: int = 64  # past bars used to normalise volume and volatility (causal)
+
+    def __post_init__(self) -> None:
+        self.leverage_levels = tuple(float(x) for x in self.leverage_levels)
+        self.risk_levels = tuple(float(x) for x in self.risk_levels)
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise `ValueError` naming the key when a value is out of its range."""
+        checks: list[tuple[str, bool, str]] = [
+            ("window", self.window >= 2, "an integer >= 2"),
+            ("leverage_levels", len(self.leverage_levels) >= 1, "at least one level"),
+            ("leverage_levels", all(x > 0 for x in self.leverage_levels), "levels > 0"),
+            ("leverage_levels", len(set(self.leverage_levels)) == len(self.leverage_levels),
+             "distinct levels"),
+            ("risk_levels", len(self.risk_levels) >= 1, "at least one level"),
+            ("risk_levels", all(x > 0 for x in self.risk_levels), "levels > 0"),
+            ("risk_levels", len(set(self.risk_levels)) == len(self.risk_levels),
+             "distinct levels"),
+            ("initial_equity", self.initial_equity > 0, "a positive number"),
+            ("commission_bps", self.commission_bps >= 0, "a number >= 0"),
+            ("slippage_bps", self.slippage_bps >= 0, "a number >= 0"),
+            ("financing_rate_annual", self.financing_rate_annual >= 0, "a number >= 0"),
+            ("borrow_fee_annual", self.borrow_fee_annual >= 0, "a number >= 0"),
+            ("maintenance_margin", 0 <= self.maintenance_margin < 1, "a number in [0, 1)"),
+            ("maintenance_margin",
+             self.maintenance_margin * max(self.leverage_levels) < 1,
+             "maintenance_margin * max(leverage_levels) < 1 (a new position must not start "
+             "below maintenance)"),
+            ("bars_per_year", self.bars_per_year is None or self.bars_per_year > 0,
+             "a positive number or null"),
+            ("episode_length", self.episode_length is None or self.episode_length >= 1,
+             "an integer >= 1 or null"),
+            ("reward", self.reward in ("log_return", "differential_sharpe", "drawdown_penalty"),
+             "one of log_return, differential_sharpe, drawdown_penalty"),
+            ("sharpe_eta", 0 < self.sharpe_eta < 1, "a number in (0, 1)"),
+            ("drawdown_penalty", self.drawdown_penalty >= 0, "a number >= 0"),
+            ("volume_window", self.volume_window >= 2, "an integer >= 2"),
+        ]
+        for key, ok, expected in checks:
+            if not ok:
+                raise ValueError(f"env.{key}: expected {expected}, got {getattr(self, key)!r}")
+
+    @property
+    def direction_names(self) -> tuple[str, ...]:
+        """Names of the direction levels in action-index order."""
+        return ("flat", "long") if self.long_only else ("short", "flat", "long")
+
+    @property
+    def direction_sides(self) -> tuple[int, ...]:
+        """Position side (-1, 0, +1) of each direction level."""
+        return (0, 1) if self.long_only else (-1, 0, 1)
+
+    @property
+    def flat_direction_index(self) -> int:
+        """Action index of `flat` in the direction head."""
+        return self.direction_names.index("flat")
+
+    @property
+    def action_sizes(self) -> tuple[int, int, int]:
+        """Sizes of the `direction`, `leverage` and `risk` action dimensions."""
+        return (len(self.direction_names), len(self.leverage_levels), len(self.risk_levels))

@@ -1,0 +1,298 @@
+"""Order execution and accounting for N accounts at once: the one implementation of the rules.
+
+Both `TradingEnv` (N = 1) and `BatchedTradingEnv` (N accounts) call `step_accounts`, so the
+single and the batched environment cannot disagree. The kernel is compiled with numba: a plain
+loop over accounts in machine code, no Python per account and no pandas.
+
+Timeline of one step, for an order decided on bar t (the agent has seen bar t's close):
+
+1. Open of bar t+1. If the action differs from the held position in `direction`, or in
+   `leverage` while not flat, the position is traded to the target
+   ``side * leverage * equity_at_open / open`` units at the open, moved by slippage against the
+   trader, plus commission on the traded notional. The entry price becomes that fill and the stop
+   is placed at ``entry * (1 - side * risk / leverage)``. A change of `risk` alone moves the stop
+   (from the same entry) without trading. An unchanged action trades nothing and pays nothing.
+2. Inside bar t+1. A held position is closed at its stop, or liquidated when equity would fall below
+   ``maintenance_margin * notional``: whichever level the price reaches first moving against the
+   position from the open. If the open already gapped through it, the fill is the open.
+   Exits pay slippage and commission like any trade.
+3. Close of bar t+1. Financing is charged on borrowed cash (leveraged long) and a borrow fee on
+   the notional of a short, per bar. Equity is marked at the close: ``equity = cash + qty * close``.
+
+An episode terminates when the account is liquidated or bankrupt (equity <= 0).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+# Account state columns (float64 [N, N_STATE]).
+CASH = 0  # cash balance; negative when a long is financed by borrowing
+QTY = 1  # signed position in units of the asset
+ENTRY = 2  # fill price at which the current position was (re)sized; 0 when flat
+STOP = 3  # protective stop price; 0 when flat
+EQUITY = 4  # cash + qty * close, marked at the last close
+PEAK = 5  # highest equity of the episode (for the drawdown)
+START_EQUITY = 6  # equity at the start of the episode
+SIDE = 7  # held side: -1 short, 0 flat, +1 long
+LEVERAGE = 8  # held leverage level (0 when flat)
+RISK = 9  # held risk level (0 when flat)
+SHARPE_A = 10  # differential Sharpe: moving first moment of returns
+SHARPE_B = 11  # differential Sharpe: moving second moment of returns
+EP_STEPS = 12  # episode accumulators, from here on
+EP_COSTS = 13  # commission + slippage + financing + borrow paid
+EP_TURNOVER = 14  # sum of traded notional / equity before the trade
+EP_STOPS = 15  # stops hit
+EP_LIQUIDATIONS = 16  # liquidations
+EP_RETURN_SUM = 17  # sum of simple per-bar returns
+EP_RETURN_SQ = 18  # sum of squared simple per-bar returns
+EP_MAX_DRAWDOWN = 19  # largest drawdown seen, as a fraction of the peak
+EP_EXPOSURE = 20  # sum of |exposure| at each close
+N_STATE = 21
+
+# Per-step outcome columns (float64 [N, N_OUT]).
+REWARD = 0
+ORDER_FILL = 1  # fill price of the agent's order at the open; NaN when no order
+EXIT_FILL = 2  # fill price of a stop or liquidation exit; NaN when none
+TRADED_NOTIONAL = 3  # |units| * fill price, summed over the step's fills
+COMMISSION = 4
+SLIPPAGE = 5  # cost of slippage: |units| * reference price * slippage rate
+FINANCING = 6  # interest on borrowed cash of a leveraged long
+BORROW = 7  # fee on the notional of a short
+STOP_HIT = 8  # 1.0 when the stop closed the position in this bar
+LIQUIDATED = 9  # 1.0 when the position was liquidated in this bar
+BANKRUPT = 10  # 1.0 when equity is <= 0 at the close
+TERMINATED = 11  # liquidated or bankrupt
+N_OUT = 12
+
+# Parameter vector (float64 [N_PARAMS]).
+P_COMMISSION = 0  # rate on traded notional
+P_SLIPPAGE = 1  # rate by which fills move against the trader
+P_FINANCING = 2  # per bar, on borrowed cash
+P_BORROW = 3  # per bar, on short notional
+P_MAINTENANCE = 4  # maintenance margin as a share of notional
+P_REWARD = 5  # 0 log return, 1 differential Sharpe, 2 drawdown-penalised log return
+P_SHARPE_ETA = 6
+P_DRAWDOWN_PENALTY = 7
+N_PARAMS = 8
+
+REWARD_CODES = {"log_return": 0.0, "differential_sharpe": 1.0, "drawdown_penalty": 2.0}
+
+# Account observation columns (float32 [N, N_ACCOUNT]).
+ACCOUNT_FEATURES = (
+    "side",  # -1 short, 0 flat, +1 long
+    "exposure",  # signed notional / equity at the close
+    "unrealised_pnl",  # open profit since the position was (re)sized, / equity
+    "equity_change",  # log(equity / episode start equity)
+    "drawdown",  # 1 - equity / episode peak
+    "stop_distance",  # distance from the close to the stop, / close (0 when flat)
+    "leverage",  # held leverage level (0 when flat)
+    "risk",  # held risk level (0 when flat)
+)
+N_ACCOUNT = len(ACCOUNT_FEATURES)
+
+_EQUITY_FLOOR = 1e-12  # relative floor so a wiped-out account still has a finite log reward
+_DSR_CLIP = 10.0  # differential Sharpe is clipped: it explodes when the moving variance is ~0
+
+
+@numba.njit(cache=True, inline="always")
+def _trade(state, out, i, units, ref_price, params):
+    """Trade `units` at `ref_price` moved by slippage; pay commission; return the fill price."""
+    direction = 1.0 if units > 0.0 else -1.0
+    fill = ref_price * (1.0 + direction * params[P_SLIPPAGE])
+    notional = abs(units) * fill
+    fee = notional * params[P_COMMISSION]
+    state[i, CASH] -= units * fill + fee
+    state[i, QTY] += units
+    out[i, TRADED_NOTIONAL] += notional
+    out[i, COMMISSION] += fee
+    out[i, SLIPPAGE] += abs(units) * ref_price * params[P_SLIPPAGE]
+    return fill
+
+
+@numba.njit(cache=True)
+def liquidation_price(cash: float, qty: float, maintenance: float) -> float:
+    """Price at which equity equals the maintenance margin; 0 (long) or inf (short) if none."""
+    if qty > 0.0:
+        return -cash / (qty * (1.0 - maintenance)) if cash < 0.0 else 0.0
+    if qty < 0.0:
+        return cash / (-qty * (1.0 + maintenance))
+    return 0.0
+
+
+@numba.njit(cache=True)
+def _flatten(state, i):
+    state[i, QTY] = 0.0
+    state[i, ENTRY] = 0.0
+    state[i, STOP] = 0.0
+    state[i, SIDE] = 0.0
+    state[i, LEVERAGE] = 0.0
+    state[i, RISK] = 0.0
+
+
+@numba.njit(cache=True)
+def _reward(state, i, equity_prev, peak_prev, params):
+    equity = state[i, EQUITY]
+    log_return = math.log(max(equity, _EQUITY_FLOOR * state[i, START_EQUITY]) / equity_prev)
+    kind = params[P_REWARD]
+    if kind == 0.0:
+        return log_return
+    if kind == 1.0:
+        # Differential Sharpe ratio (Moody & Saffell, 1998) on simple returns; clipped (see above).
+        ret = equity / equity_prev - 1.0
+        a = state[i, SHARPE_A]
+        b = state[i, SHARPE_B]
+        variance = b - a * a
+        dsr = 0.0
+        if variance > 1e-12:
+            dsr = (b * (ret - a) - 0.5 * a * (ret * ret - b)) / variance**1.5
+            dsr = min(max(dsr, -_DSR_CLIP), _DSR_CLIP)
+        eta = params[P_SHARPE_ETA]
+        state[i, SHARPE_A] = a + eta * (ret - a)
+        state[i, SHARPE_B] = b + eta * (ret * ret - b)
+        return dsr
+    drawdown_prev = 1.0 - equity_prev / peak_prev
+    drawdown = 1.0 - equity / state[i, PEAK]
+    return log_return - params[P_DRAWDOWN_PENALTY] * max(0.0, drawdown - drawdown_prev)
+
+
+@numba.njit(cache=True)
+def observe_accounts(state, bars, ohlc, account_obs):
+    """Write each account's observation at its current bar's close into `account_obs` [N, 8]."""
+    for i in range(state.shape[0]):
+        close = ohlc[bars[i], 3]
+        equity = max(state[i, EQUITY], _EQUITY_FLOOR * state[i, START_EQUITY])
+        qty = state[i, QTY]
+        side = state[i, SIDE]
+        account_obs[i, 0] = side
+        account_obs[i, 1] = qty * close / equity
+        account_obs[i, 2] = qty * (close - state[i, ENTRY]) / equity if qty != 0.0 else 0.0
+        account_obs[i, 3] = math.log(equity / state[i, START_EQUITY])
+        account_obs[i, 4] = 1.0 - equity / state[i, PEAK]
+        account_obs[i, 5] = side * (close - state[i, STOP]) / close if qty != 0.0 else 0.0
+        account_obs[i, 6] = state[i, LEVERAGE]
+        account_obs[i, 7] = state[i, RISK]
+
+
+@numba.njit(cache=True)
+def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, out, account_obs):
+    """Advance every account by one bar: fill at the next open, stops, costs, mark at the close.
+
+    state [N, N_STATE] float64 and bars [N] int64 are updated in place; actions [N, 3] int64
+    (direction, leverage, risk level indices); ohlc [T, 4] float64; sides, leverages, risks are the
+    level tables; params [N_PARAMS]; out [N, N_OUT] and account_obs [N, N_ACCOUNT] are written.
+    """
+    for i in range(state.shape[0]):
+        for k in range(N_OUT):
+            out[i, k] = 0.0
+        out[i, ORDER_FILL] = np.nan
+        out[i, EXIT_FILL] = np.nan
+        t = bars[i] + 1
+        bars[i] = t
+        open_, high, low, close = ohlc[t, 0], ohlc[t, 1], ohlc[t, 2], ohlc[t, 3]
+        equity_prev = state[i, EQUITY]
+        peak_prev = state[i, PEAK]
+        side = float(sides[actions[i, 0]])
+        leverage = leverages[actions[i, 1]]
+        risk = risks[actions[i, 2]]
+
+        # 1. The agent's order at the open.
+        held_side = state[i, SIDE]
+        if side != held_side or (side != 0.0 and leverage != state[i, LEVERAGE]):
+            equity_open = state[i, CASH] + state[i, QTY] * open_
+            target = side * leverage * max(equity_open, 0.0) / open_
+            units = target - state[i, QTY]
+            if side == 0.0:
+                units = -state[i, QTY]  # close exactly to zero
+            if units != 0.0:
+                state[i, EP_TURNOVER] += abs(units) * open_ / max(equity_open, 1e-300)
+                out[i, ORDER_FILL] = _trade(state, out, i, units, open_, params)
+            if side == 0.0 or target == 0.0:  # flat, or nothing left to trade with after a gap
+                _flatten(state, i)
+            elif units != 0.0:
+                state[i, ENTRY] = out[i, ORDER_FILL]
+                state[i, SIDE] = side
+                state[i, LEVERAGE] = leverage
+                state[i, RISK] = risk
+                state[i, STOP] = state[i, ENTRY] * (1.0 - side * risk / leverage)
+        elif held_side != 0.0 and risk != state[i, RISK]:
+            state[i, RISK] = risk
+            state[i, STOP] = state[i, ENTRY] * (1.0 - held_side * risk / state[i, LEVERAGE])
+
+        # 2. Stop or liquidation inside the bar: the level met first from the open wins.
+        qty = state[i, QTY]
+        if qty != 0.0:
+            stop = state[i, STOP]
+            liquidation = liquidation_price(state[i, CASH], qty, params[P_MAINTENANCE])
+            if qty > 0.0:
+                is_stop = stop >= liquidation
+                level = stop if is_stop else liquidation
+                hit = low <= level
+                exit_ref = min(open_, level)
+            else:
+                is_stop = stop <= liquidation
+                level = stop if is_stop else liquidation
+                hit = high >= level
+                exit_ref = max(open_, level)
+            if hit:
+                equity_before = state[i, CASH] + qty * exit_ref
+                state[i, EP_TURNOVER] += abs(qty) * exit_ref / max(abs(equity_before), 1e-300)
+                out[i, EXIT_FILL] = _trade(state, out, i, -qty, exit_ref, params)
+                _flatten(state, i)
+                if is_stop:
+                    out[i, STOP_HIT] = 1.0
+                    state[i, EP_STOPS] += 1.0
+                else:
+                    out[i, LIQUIDATED] = 1.0
+                    state[i, EP_LIQUIDATIONS] += 1.0
+
+        # 3. Carrying costs and the mark at the close.
+        qty = state[i, QTY]
+        if qty > 0.0 and state[i, CASH] < 0.0:
+            out[i, FINANCING] = -state[i, CASH] * params[P_FINANCING]
+        elif qty < 0.0:
+            out[i, BORROW] = -qty * close * params[P_BORROW]
+        state[i, CASH] -= out[i, FINANCING] + out[i, BORROW]
+        equity = state[i, CASH] + qty * close
+        state[i, EQUITY] = equity
+        state[i, PEAK] = max(peak_prev, equity)
+        if equity <= 0.0:
+            out[i, BANKRUPT] = 1.0
+        out[i, TERMINATED] = max(out[i, BANKRUPT], out[i, LIQUIDATED])
+        out[i, REWARD] = _reward(state, i, equity_prev, peak_prev, params)
+
+        # Episode accumulators.
+        ret = equity / equity_prev - 1.0
+        state[i, EP_STEPS] += 1.0
+        state[i, EP_COSTS] += (
+            out[i, COMMISSION] + out[i, SLIPPAGE] + out[i, FINANCING] + out[i, BORROW]
+        )
+        state[i, EP_RETURN_SUM] += ret
+        state[i, EP_RETURN_SQ] += ret * ret
+        state[i, EP_MAX_DRAWDOWN] = max(state[i, EP_MAX_DRAWDOWN], 1.0 - equity / state[i, PEAK])
+        state[i, EP_EXPOSURE] += abs(qty * close) / max(equity, 1e-300)
+    observe_accounts(state, bars, ohlc, account_obs)
+
+
+@numba.njit(cache=True)
+def gather_windows(features, bars, window, market_obs):
+    """Copy each account's feature window ending at its bar into `market_obs` [N, W, F]."""
+    for i in range(bars.shape[0]):
+        first = bars[i] - window + 1
+        for w in range(window):
+            for f in range(features.shape[1]):
+                market_obs[i, w, f] = features[first + w, f]
+
+
+def reset_accounts(state: np.ndarray, bars: np.ndarray, index: np.ndarray, starts: np.ndarray,
+                   initial_equity: float) -> None:
+    """Start fresh episodes for the accounts `index` at bars `starts` (all flat, full equity)."""
+    state[index] = 0.0
+    state[index, CASH] = initial_equity
+    state[index, EQUITY] = initial_equity
+    state[index, PEAK] = initial_equity
+    state[index, START_EQUITY] = initial_equity
+    bars[index] = starts

@@ -1,0 +1,148 @@
+"""`TradingEnv`: one trading account on historical OHLCV bars, for a three-head agent."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+
+from envs import execution as ex
+from envs.config import EnvConfig
+from envs.core import TradingCore
+from envs.market_data import MarketData, load_market_data
+
+DataSource = str | pd.DataFrame | MarketData
+
+
+def make_config(config: EnvConfig | None = None, **overrides: Any) -> EnvConfig:
+    """An `EnvConfig` from an optional base and keyword overrides (unknown keys are an error)."""
+    known = {f.name for f in fields(EnvConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"unknown env config key(s): {', '.join(unknown)}")
+    return replace(config or EnvConfig(), **overrides)
+
+
+class TradingEnv(gym.Env):
+    """A leveraged trading account driven by three decisions per bar.
+
+    ## Description
+    Each step the agent sees bar t (its close included) and decides `direction`, `leverage` and
+    `risk`. The order fills at bar t+1's open with slippage and commission; a protective stop and
+    the maintenance margin are checked inside bar t+1 with its high and low; financing and the
+    short borrow fee accrue per bar; equity is marked at bar t+1's close. The rules live in one
+    place, `envs.execution`, shared with `BatchedTradingEnv`.
+
+    ## Action Space
+    `MultiDiscrete([n_direction, n_leverage, n_risk])`, one dimension per head:
+
+    | index | head      | meaning                                                             |
+    |-------|-----------|---------------------------------------------------------------------|
+    | 0     | direction | short / flat / long (flat / long when `long_only`)                   |
+    | 1     | leverage  | position notional as a multiple of equity (`leverage_levels`)       |
+    | 2     | risk      | equity share lost before the stop closes the position (`risk_levels`) |
+
+    The stop sits at ``entry * (1 - side * risk / leverage)``. An action equal to the held
+    position trades nothing and pays nothing (the exposure drifts with the price). A new
+    `direction`, or a new `leverage` while not flat, trades to the target
+    ``side * leverage * equity`` at the next open and re-anchors the entry and the stop. A new
+    `risk` alone moves the stop. When flat, `leverage` and `risk` have no effect. After a stop the
+    account is flat, so repeating the previous long or short action enters again.
+
+    ## Observation Space
+    `Dict(market=Box(window, n_features), account=Box(8))`, float32:
+
+    | key     | content                                                                    |
+    |---------|----------------------------------------------------------------------------|
+    | market  | causal features of bars t-window+1..t (`envs.features.FEATURE_NAMES`)      |
+    | account | side, exposure, unrealised PnL, log equity change, drawdown, stop distance, |
+    |         | held leverage, held risk (`envs.execution.ACCOUNT_FEATURES`)               |
+
+    ## Rewards
+    `log_return` (default): log(equity_t+1 / equity_t). `differential_sharpe`: Moody and Saffell's
+    differential Sharpe ratio. `drawdown_penalty`: the log return minus `drawdown_penalty` times
+    each increase of the drawdown.
+
+    ## Episode End
+    `terminated`: the account was liquidated or is bankrupt (equity <= 0).
+    `truncated`: the data range ended (no next bar to fill on) or `episode_length` steps passed.
+
+    ## Arguments
+    `data`: a CSV path, a DataFrame or a `MarketData`; `ticker` and `adjust` go to the loader;
+    `bars`: the range of bar indices to trade in (e.g. a split), earlier bars serve as history;
+    `config`: an `EnvConfig`, and any `EnvConfig` field as a keyword to override it.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        data: DataSource,
+        config: EnvConfig | None = None,
+        *,
+        bars: range | None = None,
+        ticker: str | None = None,
+        adjust: bool = False,
+        **config_overrides: Any,
+    ) -> None:
+        self.config = make_config(config, **config_overrides)
+        market = load_market_data(data, ticker=ticker, adjust=adjust,
+                                  min_rows=self.config.window + 1)
+        self.core = TradingCore(market, self.config, bars)
+        self.observation_space = self.core.observation_space
+        self.action_space = self.core.action_space
+        self._state, self._bars = self.core.new_accounts(1)
+        self._out = np.zeros((1, ex.N_OUT))
+        self._account = np.zeros((1, ex.N_ACCOUNT), dtype=np.float32)
+        self._actions = np.zeros((1, 3), dtype=np.int64)
+        self._index = np.zeros(1, dtype=np.int64)
+        self._steps = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start an episode at a random bar (training) or at the first bar of the range.
+
+        `options={"start_bar": b}` starts at a given decision bar instead.
+        """
+        super().reset(seed=seed)
+        start = self.core.draw_start(self.np_random)
+        if options and "start_bar" in options:
+            start = int(options["start_bar"])
+            if not self.core.first_bar <= start < self.core.end_bar:
+                raise ValueError(
+                    f"start_bar must be in [{self.core.first_bar}, {self.core.end_bar}), got {start}"
+                )
+        self.core.reset(self._state, self._bars, self._index, np.array([start]), self._account)
+        self._steps = 0
+        info = {"timestamp": self.core.timestamps[start], "bar": start,
+                "equity": self._state[0, ex.EQUITY]}
+        return self._observation(), info
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Fill the order at the next open, run the bar, mark at its close (see class doc)."""
+        self._actions[0] = action
+        self.core.step(self._state, self._bars, self._actions, self._out, self._account)
+        self._steps += 1
+        terminated = bool(self._out[0, ex.TERMINATED])
+        truncated = not terminated and (
+            self._bars[0] >= self.core.end_bar or self._steps >= self.core.episode_length
+        )
+        info = self.core.step_info(self._state, self._bars, self._out, 0, self._actions[0])
+        if terminated or truncated:
+            info["episode_trading"] = self.core.episode_summary(self._state, 0)
+        return self._observation(), float(self._out[0, ex.REWARD]), terminated, truncated, info
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        return {"market": self.core.market_window(int(self._bars[0])),
+                "account": self._account[0].copy()}
+
+    @property
+    def equity(self) -> float:
+        """Equity marked at the last close."""
+        return float(self._state[0, ex.EQUITY])
