@@ -42,8 +42,7 @@ class BatchedTradingEnv(VecEnv):
         **config_overrides: Any,
     ) -> None:
         self.config = make_config(config, **config_overrides)
-        market = load_market_data(data, ticker=ticker, adjust=adjust,
-                                  min_rows=self.config.window + 1)
+        market = load_market_data(data, ticker=ticker, adjust=adjust)
         self.core = TradingCore(market, self.config, bars)
         self.render_mode = None
         super().__init__(n_envs, self.core.observation_space, self.core.action_space)

@@ -54,7 +54,7 @@ class EnvConfig:
             ("borrow_fee_annual", self.borrow_fee_annual >= 0, "a number >= 0"),
             ("maintenance_margin", 0 <= self.maintenance_margin < 1, "a number in [0, 1)"),
             ("maintenance_margin",
-             self.maintenance_margin * max(self.leverage_levels) < 1,
+             self.maintenance_margin * max(self.leverage_levels, default=0.0) < 1,
              "maintenance_margin * max(leverage_levels) < 1 (a new position must not start "
              "below maintenance)"),
             ("bars_per_year", self.bars_per_year is None or self.bars_per_year > 0,

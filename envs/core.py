@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from envs import execution as ex
 from envs.config import EnvConfig
-from envs.features import FEATURE_NAMES, compute_features
+from envs.features import CLIP, FEATURE_NAMES, compute_features
 from envs.market_data import DataError, MarketData
 
 
@@ -54,7 +54,7 @@ class TradingCore:
         self.params[ex.P_DRAWDOWN_PENALTY] = config.drawdown_penalty
         self.observation_space = spaces.Dict(
             {
-                "market": spaces.Box(-np.inf, np.inf, (config.window, len(FEATURE_NAMES)), np.float32),
+                "market": spaces.Box(-CLIP, CLIP, (config.window, len(FEATURE_NAMES)), np.float32),
                 "account": spaces.Box(-np.inf, np.inf, (ex.N_ACCOUNT,), np.float32),
             }
         )

@@ -89,8 +89,7 @@ class TradingEnv(gym.Env):
         **config_overrides: Any,
     ) -> None:
         self.config = make_config(config, **config_overrides)
-        market = load_market_data(data, ticker=ticker, adjust=adjust,
-                                  min_rows=self.config.window + 1)
+        market = load_market_data(data, ticker=ticker, adjust=adjust)
         self.core = TradingCore(market, self.config, bars)
         self.observation_space = self.core.observation_space
         self.action_space = self.core.action_space

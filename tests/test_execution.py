@@ -73,8 +73,10 @@ def test_stop_inside_the_bar_fills_at_the_stop():
     units = 1000.0 / 100
     fill = 100 * (1 + SLIPPAGE)
     cash = 1000.0 - units * fill * (1 + COMMISSION)
+    assert cash < 0  # at 1x the entry costs are borrowed too, so financing is due on them
+    cash -= -cash * 0.10 / 100
     stop = fill * (1 - 0.05)
-    _, _, terminated, _, info = env.step(act(LONG, 0, 0))  # bar 3: low 96 < stop 95.05? no
+    _, _, terminated, _, info = env.step(act(LONG, 0, 0))  # bar 3: low 96 above the stop
     assert not info["stop_hit"]
     assert stop == pytest.approx(95 * (1 + SLIPPAGE), rel=1e-12)
     env2 = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 99.5, 100),
@@ -96,6 +98,7 @@ def test_gap_through_the_stop_fills_at_the_open():
     env.step(act(LONG, 0, 0))
     units = 1000.0 / 100
     cash = 1000.0 - units * 100 * (1 + SLIPPAGE) * (1 + COMMISSION)
+    cash -= -cash * 0.10 / 100  # financing on the borrowed entry costs
     _, _, _, _, info = env.step(act(LONG, 0, 0))  # opens at 90, below the stop at ~95
     exit_fill = 90 * (1 - SLIPPAGE)
     assert info["stop_hit"]

@@ -42,6 +42,8 @@ def rollout(env: TradingEnv, actions: np.ndarray, seed: int) -> list:
     return steps
 
 
+@pytest.mark.filterwarnings("ignore:.*infinity:UserWarning")  # account values are unbounded
+@pytest.mark.filterwarnings("ignore:.*unconventional shape:UserWarning")  # our policy reads [W, F]
 def test_gymnasium_and_sb3_checkers_pass():
     gym_check_env(TradingEnv(GOOGL, **SMALL), skip_render_check=True)
     sb3_check_env(TradingEnv(GOOGL, **SMALL))

@@ -1,0 +1,18 @@
+"""The agent: attention trunk, direction/leverage/risk heads and the SB3 policy that joins them."""
+
+from agent.config import TrunkConfig
+from agent.distribution import MultiHeadDistribution
+from agent.extractor import MarketAccountExtractor
+from agent.heads import HEAD_NAMES, DecisionHeads
+from agent.policy import MultiHeadPolicy
+from agent.trunk import AttentionTrunk
+
+__all__ = [
+    "HEAD_NAMES",
+    "AttentionTrunk",
+    "DecisionHeads",
+    "MarketAccountExtractor",
+    "MultiHeadDistribution",
+    "MultiHeadPolicy",
+    "TrunkConfig",
+]

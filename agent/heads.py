@@ -1,0 +1,72 @@
+"""The three decision heads: direction, leverage and risk, each its own MLP on the shared latent."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+HEAD_NAMES = ("direction", "leverage", "risk")
+
+
+class DecisionHead(nn.Module):
+    """Linear -> activation -> Linear to the logits of one decision.
+
+    Orthogonal initialisation as in SB3/openai-baselines PPO: gain sqrt(2) on the hidden layer and
+    a small gain (0.01) on the logits layer, so the initial policy of every head is near uniform
+    (Andrychowicz et al. 2021, "What Matters in On-Policy RL", recommend this); zero biases.
+    """
+
+    def __init__(
+        self,
+        latent_dim: int,
+        n_actions: int,
+        hidden_dim: int = 64,
+        activation_fn: type[nn.Module] = nn.Tanh,
+        logits_gain: float = 0.01,
+    ) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(latent_dim, hidden_dim)
+        self.activation = activation_fn()
+        self.logits = nn.Linear(hidden_dim, n_actions)
+        for layer, gain in ((self.hidden, math.sqrt(2)), (self.logits, logits_gain)):
+            nn.init.orthogonal_(layer.weight, gain=gain)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        """[B, latent_dim] -> logits [B, n_actions]."""
+        return self.logits(self.activation(self.hidden(latent)))
+
+
+class DecisionHeads(nn.Module):
+    """The `direction`, `leverage` and `risk` heads, each with its own parameters.
+
+    The forward concatenates their logits in that order, [B, n_direction + n_leverage + n_risk],
+    which is the layout SB3 expects from the `action_net` of a MultiDiscrete policy.
+
+    Args:
+        latent_dim: width of the policy latent the heads read.
+        action_dims: number of levels of (direction, leverage, risk).
+        hidden_dim: hidden width of each head.
+        activation_fn: activation of each head's hidden layer.
+    """
+
+    def __init__(
+        self,
+        latent_dim: int,
+        action_dims: tuple[int, int, int],
+        hidden_dim: int = 64,
+        activation_fn: type[nn.Module] = nn.Tanh,
+    ) -> None:
+        super().__init__()
+        n_direction, n_leverage, n_risk = action_dims
+        self.direction = DecisionHead(latent_dim, n_direction, hidden_dim, activation_fn)
+        self.leverage = DecisionHead(latent_dim, n_leverage, hidden_dim, activation_fn)
+        self.risk = DecisionHead(latent_dim, n_risk, hidden_dim, activation_fn)
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        """[B, latent_dim] -> concatenated logits [B, n_direction + n_leverage + n_risk]."""
+        return torch.cat(
+            [self.direction(latent), self.leverage(latent), self.risk(latent)], dim=1
+        )  # [B, sum(action_dims)]

@@ -1,0 +1,65 @@
+"""Causal per-bar features of a `MarketData`, computed once before an environment steps.
+
+Row t uses bars 0..t only. The four price features are log prices relative to the previous close,
+divided by a causal volatility and clipped; volume is a causal z-score of log volume:
+
+| feature        | raw value (bar t, c_{-1} := o_0)  | scale                                  |
+|----------------|-----------------------------------|----------------------------------------|
+| `close_return` | log(c_t / c_{t-1})                | / vol_t, clipped to +-10               |
+| `open_gap`     | log(o_t / c_{t-1})                | / vol_t, clipped to +-10               |
+| `high_range`   | log(h_t / c_{t-1})                | / vol_t, clipped to +-10               |
+| `low_range`    | log(l_t / c_{t-1})                | / vol_t, clipped to +-10               |
+| `volume`       | log(1 + v_t)                      | rolling z-score, clipped to +-10       |
+
+vol_t is the root mean square of `close_return` over the last `norm_window` bars including t
+(fewer bars before that), floored at `VOLATILITY_FLOOR`. It departs from a rolling standard
+deviation on purpose: it takes the mean as zero, the usual short-horizon volatility estimate, so it
+is defined from the first bar on (a standard deviation of one or two returns is zero or nearly so)
+and does not shrink when prices trend. No statistic covers the whole file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from envs.market_data import MarketData
+
+FEATURE_NAMES: tuple[str, ...] = ("close_return", "open_gap", "high_range", "low_range", "volume")
+CLIP = 10.0  # every feature lies in [-CLIP, CLIP]
+VOLATILITY_FLOOR = 1e-4  # log-return units (1 bp): flat prices give 0, not 0 / 0
+VOLUME_STD_FLOOR = 1e-2  # log-volume units: near-constant volume is not blown up
+
+
+def compute_features(market: MarketData, norm_window: int = 64) -> np.ndarray:
+    """Causal features of every bar, [T, len(FEATURE_NAMES)] float32, C-contiguous, finite.
+
+    Args:
+        market: validated bars (positive prices, volume >= 0).
+        norm_window: bars, including the current one, behind the volatility and the volume
+            z-score; earlier bars use the bars there are.
+    """
+    if norm_window < 2:
+        raise ValueError(f"norm_window must be >= 2, got {norm_window}")
+    previous_close = np.concatenate([market.open[:1], market.close[:-1]])
+    prices = np.column_stack([market.close, market.open, market.high, market.low])  # [T, 4]
+    log_moves = np.log(prices) - np.log(previous_close)[:, None]  # [T, 4]
+    volatility = _rolling_rms(log_moves[:, 0], norm_window)  # [T]
+    features = np.empty((len(market), len(FEATURE_NAMES)), dtype=np.float32)
+    features[:, :4] = np.clip(log_moves / volatility[:, None], -CLIP, CLIP)
+    features[:, 4] = np.clip(_rolling_zscore(np.log1p(market.volume), norm_window), -CLIP, CLIP)
+    return features
+
+
+def _rolling_rms(values: np.ndarray, window: int) -> np.ndarray:
+    """sqrt(mean(x^2)) over the last ``window`` values including each one, floored."""
+    mean_square = pd.Series(values * values).rolling(window, min_periods=1).mean().to_numpy()
+    return np.maximum(np.sqrt(np.maximum(mean_square, 0.0)), VOLATILITY_FLOOR)
+
+
+def _rolling_zscore(values: np.ndarray, window: int) -> np.ndarray:
+    """(x - mean) / std over the last ``window`` values including each one; std floored."""
+    rolling = pd.Series(values).rolling(window, min_periods=1)
+    mean = rolling.mean().to_numpy()
+    std = rolling.std(ddof=0).to_numpy()
+    return (values - mean) / np.maximum(std, VOLUME_STD_FLOOR)

@@ -1,0 +1,605 @@
+"""Load OHLCV bars from a CSV file or a DataFrame, validate them, and hold them as arrays.
+
+One loader serves every file; nothing in it is specific to one file or vendor.
+
+Recognised input
+----------------
+* Column names in any case, ignoring spaces, underscores and punctuation, with common aliases
+  (`_ALIASES`): the timestamp from ``Date``, ``Time``, ``Timestamp``, ``Datetime``,
+  ``Date Time``, ``Gmt time``, ``unix`` (or separate ``Date`` and ``Time`` columns, joined);
+  ``Open``/``o``, ``High``/``h``, ``Low``/``l``, ``Close``/``c``; ``Adj Close``/``adj_close``/
+  ``adjusted close``; ``Volume``/``Vol``/``v``; ``Ticker``/``Symbol``/``Name``. Without a
+  timestamp name, an unnamed first column is the timestamp; for a DataFrame, so is a
+  `DatetimeIndex` or an index named like a timestamp column. Other columns are ignored.
+* Timestamps: ISO 8601 with or without a time and a zone; day-first (``31.12.2018 22:00:00.000``,
+  ``31/12/2018``); month-first (``12/31/2018``); other shapes pandas can name one format for
+  (``Jan 4, 1999``); unix seconds (9 to 11 digits) or milliseconds (12 to 14 digits). A zone is
+  converted to UTC and dropped. The whole column is parsed with one format.
+* Day-first or month-first is read from the data: the order under which every row parses wins.
+  When both do (no day above 12 anywhere), dotted dates (``DD.MM.YYYY``) are read day-first by
+  convention and others month-first, with a warning that says so.
+* Separators ``,`` ``;`` and tab, found from the header line. Banner lines above the header are
+  skipped: the header is the first of the first 20 lines that names at least two known columns.
+* Rows in any time order: they are sorted by timestamp (files are often newest first).
+* Long files with a ticker column: with more than one ticker, ``ticker=`` picks one. A file
+  without a ticker column takes ``ticker`` as its label.
+
+Repaired, each with one warning that counts the rows
+----------------------------------------------------
+* A missing volume value is set to 0 (a file without a volume column gets zero volume, silently).
+* A row with every field missing (a blank line, or separators only) is dropped.
+
+Refused with a `DataError` (one line: the file, the row and the column, expected and found)
+--------------------------------------------------------------------------------------------
+A missing file, an empty file, no header line, missing required columns, two columns with the same
+meaning, rows with more fields than the header, a missing or non-numeric or non-finite value in
+open/high/low/close (or adjusted close with ``adjust=True``), a price <= 0, high below
+max(open, close), low above min(open, close), a non-numeric or negative volume, a missing or
+unparseable timestamp, duplicate timestamps, fewer than ``min_rows`` rows, and a missing or
+unknown ticker. "Missing" means empty, whitespace, or one of ``nan na n/a null none``.
+
+Row numbers in messages are the line numbers an editor shows (the header is line 1 when there is
+no banner); for a DataFrame they are its index labels.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import itertools
+import os
+import re
+import warnings
+from dataclasses import dataclass, replace
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pandas.tseries.api import guess_datetime_format
+
+PRICE_FIELDS = ("open", "high", "low", "close")
+_ARRAY_FIELDS = ("timestamps", *PRICE_FIELDS, "volume")
+
+# Normalised column name (lower case, letters and digits only) -> field.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "time": ("date", "time", "timestamp", "datetime", "gmttime", "utctime", "unix", "unixtime"),
+    "open": ("open", "o"),
+    "high": ("high", "h"),
+    "low": ("low", "l"),
+    "close": ("close", "c"),
+    "adj_close": ("adjclose", "adjustedclose"),
+    "volume": ("volume", "vol", "v"),
+    "ticker": ("ticker", "symbol", "name"),
+}
+_FIELD_OF = {alias: name for name, aliases in _ALIASES.items() for alias in aliases}
+_REQUIRED_NAMES = {
+    "time": "timestamp (Date, Time, Timestamp, unix ...)",
+    "adj_close": "Adj Close (adjust=True needs it)",
+}
+_UNNAMED = ("", "unnamed0")  # an empty header cell; pandas calls it "Unnamed: 0"
+_SEPARATORS = (",", ";", "\t")
+_MAX_HEADER_LINE = 20  # banner lines allowed above the header, plus one
+_MISSING_TEXT = ("", "nan", "na", "n/a", "null", "none")
+_UNIX_RANGES = {"s": (1e8, 1e11), "ms": (1e11, 1e14)}  # 1973..5138 in either unit
+_NUMBER = re.compile(r"[+-]?\d+(\.\d*)?")
+_PARSER_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+class DataError(ValueError):
+    """A user's data is unusable; str(err) is ONE line naming the file, the row and/or column,
+    what was expected and what was found."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class MarketData:
+    """Validated OHLCV bars of one instrument, oldest first, as read-only float64 arrays.
+
+    Built by `load_market_data`; the constructor only checks shapes and converts dtypes, so
+    values passed to it directly are trusted.
+    """
+
+    source: str  # file path, or "<DataFrame>"
+    ticker: str | None  # the instrument, when the data names it
+    timestamps: np.ndarray  # [T] datetime64[ns], strictly increasing
+    open: np.ndarray  # [T] float64
+    high: np.ndarray  # [T] float64
+    low: np.ndarray  # [T] float64
+    close: np.ndarray  # [T] float64
+    volume: np.ndarray  # [T] float64, zeros when the data has no volume
+
+    def __post_init__(self) -> None:
+        n = len(self.timestamps)
+        object.__setattr__(self, "timestamps", _read_only(self.timestamps, "datetime64[ns]"))
+        for name in ("open", "high", "low", "close", "volume"):
+            values = _read_only(getattr(self, name), np.float64)
+            if values.shape != (n,):
+                raise ValueError(f"MarketData.{name} has shape {values.shape}, expected ({n},)")
+            object.__setattr__(self, name, values)
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    def __repr__(self) -> str:
+        times = pd.DatetimeIndex(self.timestamps[[0, -1]]) if len(self) else None
+        span = f"{times[0]} .. {times[1]}" if times is not None else "empty"
+        return f"MarketData({self.source!r}, ticker={self.ticker!r}, {len(self)} bars, {span})"
+
+    @functools.cached_property
+    def ohlc(self) -> np.ndarray:
+        """[T, 4] float64, C-contiguous, read-only: open, high, low, close."""
+        return _read_only(np.column_stack([self.open, self.high, self.low, self.close]))
+
+    def slice(self, start: int, stop: int) -> MarketData:
+        """Bars ``start`` to ``stop - 1`` (views, no copy); needs 0 <= start < stop <= len."""
+        if not 0 <= start < stop <= len(self):
+            raise ValueError(f"slice({start}, {stop}) needs 0 <= start < stop <= {len(self)}")
+        part = {name: getattr(self, name)[start:stop] for name in _ARRAY_FIELDS}
+        return MarketData(source=self.source, ticker=self.ticker, **part)
+
+    def bars_per_year(self) -> float:
+        """Observed bars per year, (T - 1) / span in years of 365.25 days.
+
+        Closures count as they occur: daily stocks give about 252, hourly FX about 6,200.
+        """
+        span_ns = (self.timestamps[-1] - self.timestamps[0]).astype(np.int64) if len(self) else 0
+        if len(self) < 2 or span_ns <= 0:
+            raise ValueError(f"{self.source}: bars_per_year needs two bars at different times")
+        return (len(self) - 1) / (span_ns / (365.25 * 86_400e9))
+
+
+def load_market_data(
+    source: str | os.PathLike | pd.DataFrame | MarketData,
+    *,
+    ticker: str | None = None,
+    adjust: bool = False,
+    min_rows: int = 2,
+) -> MarketData:
+    """Read, validate and sort OHLCV bars from a CSV path, a DataFrame or a `MarketData`.
+
+    Args:
+        source: a CSV file, a DataFrame (columns as in a file; the index may hold the
+            timestamps), or a `MarketData`, returned as it is.
+        ticker: the instrument to select from a file with several (required there); a label
+            for data without a ticker column.
+        adjust: scale open/high/low/close by adjusted close / close and divide volume by that
+            factor, which removes split and dividend jumps; needs an adjusted-close column.
+        min_rows: fewer bars than this is a `DataError` (an environment needs window + 1).
+
+    Raises:
+        DataError: the data is unusable; the message is one line naming file, row and column.
+    """
+    if min_rows < 1:
+        raise ValueError(f"min_rows must be >= 1, got {min_rows}")
+    if isinstance(source, MarketData):
+        market = _label_market(source, ticker)
+        _check_row_count(market.source, len(market), min_rows)
+        return market
+    is_frame = isinstance(source, pd.DataFrame)
+    table = _frame_table(source) if is_frame else _file_table(Path(source))
+    notes: list[str] = []
+    columns = _map_columns(table, adjust)
+    table = _drop_empty_rows(table, notes)
+    table, ticker = _select_ticker(table, columns.get("ticker"), ticker)
+    _check_row_count(table.name, len(table), min_rows)
+    timestamps = _parse_timestamps(table, columns["time"], notes)
+    open_, high, low, close = (_parse_prices(table, columns[name][0]) for name in PRICE_FIELDS)
+    _check_bars(table, columns, open_, high, low, close)
+    volume = _parse_volume(table, columns.get("volume"), notes)
+    if adjust:
+        factor = _parse_prices(table, columns["adj_close"][0]) / close
+        open_, high, low, close, volume = (
+            open_ * factor,
+            high * factor,
+            low * factor,
+            close * factor,
+            volume / factor,
+        )
+    order = _chronological_order(table, timestamps, columns["time"])
+    market = MarketData(
+        source=table.source,
+        ticker=ticker,
+        timestamps=timestamps[order],
+        open=open_[order],
+        high=high[order],
+        low=low[order],
+        close=close[order],
+        volume=volume[order],
+    )
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return market
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Table:
+    """Raw cells of a file or DataFrame, before any parsing, with row labels for messages."""
+
+    name: str  # file name or "<DataFrame>", the first word of every message
+    source: str  # MarketData.source
+    frame: pd.DataFrame  # cells; columns are positions 0..len(header)-1
+    header: list[str]  # column names as the user wrote them
+    labels: np.ndarray  # line numbers in the file, or the DataFrame's index labels
+    row_word: str  # "line" or "row"
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def row(self, i: int) -> str:
+        """How the user finds row ``i``: ``line 7`` or ``row 2021-01-03 00:00:00``."""
+        return f"{self.row_word} {self.labels[i]}"
+
+    def take(self, rows: np.ndarray) -> _Table:
+        """The table restricted to ``rows`` (a boolean mask or positions)."""
+        frame = self.frame.iloc[rows].reset_index(drop=True)
+        return replace(self, frame=frame, labels=self.labels[rows])
+
+    def cell_error(self, mask: np.ndarray, column: int, expected: str) -> DataError:
+        """The error for the first True row of ``mask`` in ``column``; counts the others."""
+        bad = np.flatnonzero(mask)
+        i = bad[0]
+        more = f" ({len(bad)} rows like this)" if len(bad) > 1 else ""
+        found = _quote(self.frame.iat[i, column])
+        return DataError(
+            f"{self.name}: {self.row(i)}, column '{self.header[column]}': "
+            f"expected {expected}, found {found}{more}"
+        )
+
+
+def _file_table(path: Path) -> _Table:
+    """Read a CSV file as text cells, after finding its header line and separator."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    header_index, sep, header = _find_header(path)
+    try:
+        frame = pd.read_csv(
+            path,
+            sep=sep,
+            skiprows=header_index + 1,
+            header=None,
+            names=range(len(header)),
+            dtype=str,
+            keep_default_na=False,
+            skip_blank_lines=False,  # keep line numbers right; blank rows are dropped later
+            encoding="utf-8-sig",
+            encoding_errors="replace",
+        )
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame({i: pd.Series(dtype=str) for i in range(len(header))})
+    except pd.errors.ParserError as err:
+        raise DataError(f"{path.name}: {_describe_parser_error(err)}") from None
+    first_line = header_index + 2  # 1-based line number of the first data row
+    labels = np.arange(first_line, first_line + len(frame))
+    return _Table(path.name, str(path), frame, header, labels, "line")
+
+
+def _find_header(path: Path) -> tuple[int, str, list[str]]:
+    """The header's 0-based line index, the separator, and the header cells."""
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as file:
+        head = [line.rstrip("\r\n") for line in itertools.islice(file, _MAX_HEADER_LINE)]
+    if not any(line.strip() for line in head):
+        raise DataError(f"{path.name}: the file is empty")
+    for index, line in enumerate(head):
+        splits = {sep: _split_line(line, sep) for sep in _SEPARATORS}
+        sep = max(_SEPARATORS, key=lambda s: _count_known(splits[s]))
+        if _count_known(splits[sep]) >= 2:
+            return index, sep, splits[sep]
+    first = next(line for line in head if line.strip())
+    raise DataError(
+        f"{path.name}: no header line with column names such as Date, Open, High, Low, Close "
+        f"in the first {len(head)} lines; the first line is {first.strip()[:80]!r}"
+    )
+
+
+def _split_line(line: str, sep: str) -> list[str]:
+    """Cells of one CSV line, quotes removed and whitespace stripped."""
+    return [cell.strip() for cell in next(csv.reader([line], delimiter=sep), [])]
+
+
+def _count_known(cells: list[str]) -> int:
+    return sum(_normalise(cell) in _FIELD_OF for cell in cells)
+
+
+def _normalise(name: object) -> str:
+    """``' Adj. Close '`` -> ``'adjclose'``."""
+    return re.sub(r"[^0-9a-z]", "", str(name).lower())
+
+
+def _describe_parser_error(err: pd.errors.ParserError) -> str:
+    match = _PARSER_ERROR.search(str(err))
+    if match is None:
+        return "cannot be read as CSV: " + " ".join(str(err).split())
+    fields, line, saw = match.groups()
+    return f"line {line}: expected {fields} fields as in the header, found {saw}"
+
+
+def _frame_table(df: pd.DataFrame) -> _Table:
+    """A DataFrame as a table; its index becomes the first column when it holds the times."""
+    header = [str(column) for column in df.columns]
+    index_name = _normalise(df.index.name or "")
+    use_index = not any(_FIELD_OF.get(_normalise(c)) == "time" for c in header) and (
+        isinstance(df.index, pd.DatetimeIndex) or _FIELD_OF.get(index_name) == "time"
+    )
+    frame = df.reset_index(drop=not use_index)
+    if use_index:
+        header = [str(df.index.name or ""), *header]
+    frame.columns = range(len(header))
+    labels = df.index.astype(str).to_numpy()
+    return _Table("<DataFrame>", "<DataFrame>", frame, header, labels, "row")
+
+
+# --- columns and rows ----------------------------------------------------------------------------
+
+
+def _map_columns(table: _Table, adjust: bool) -> dict[str, list[int]]:
+    """Field -> column positions.
+
+    "time" is one column, or a date and a time column to be joined; of other timestamp columns
+    the first in the file is used. Two columns for any other field are an error.
+    """
+    columns: dict[str, list[int]] = {}
+    for position, name in enumerate(table.header):
+        field = _FIELD_OF.get(_normalise(name))
+        if field is not None:
+            columns.setdefault(field, []).append(position)
+    if "time" not in columns and table.header and _normalise(table.header[0]) in _UNNAMED:
+        columns["time"] = [0]
+    required = ["time", *PRICE_FIELDS, *(["adj_close"] if adjust else [])]
+    missing = [_REQUIRED_NAMES.get(field, field) for field in required if field not in columns]
+    if missing:
+        found = ", ".join(table.header) or "none"
+        raise DataError(f"{table.name}: missing column {', '.join(missing)}; found: {found}")
+    for field, positions in columns.items():
+        if len(positions) > 1 and field != "time":
+            listed = " and ".join(f"'{table.header[p]}'" for p in positions)
+            raise DataError(f"{table.name}: columns {listed} all mean {field}; keep one")
+    by_name = {_normalise(table.header[p]): p for p in reversed(columns["time"])}
+    both = [by_name[name] for name in ("date", "time") if name in by_name]
+    columns["time"] = both if len(both) == 2 else columns["time"][:1]
+    return columns
+
+
+def _drop_empty_rows(table: _Table, notes: list[str]) -> _Table:
+    """Drop rows whose every cell is missing, noting how many."""
+    candidates = np.flatnonzero(_missing(table.frame[0])) if len(table.header) else []
+    if len(candidates) == 0:
+        return table
+    rows = table.frame.iloc[candidates]
+    empty = candidates[np.all([_missing(rows[c]) for c in rows.columns], axis=0)]
+    if len(empty) == 0:
+        return table
+    notes.append(f"{table.name}: {len(empty)} empty rows dropped (first: {table.row(empty[0])})")
+    keep = np.ones(len(table), dtype=bool)
+    keep[empty] = False
+    return table.take(keep)
+
+
+def _select_ticker(
+    table: _Table, positions: list[int] | None, ticker: str | None
+) -> tuple[_Table, str | None]:
+    """Keep the rows of one ticker; returns the table and the ticker's name."""
+    if positions is None:
+        return table, ticker
+    names = table.frame[positions[0]].astype(str).str.strip()
+    present = sorted(names.unique())
+    if ticker is None and len(present) == 1:
+        return table, present[0]
+    if ticker is None:
+        raise DataError(
+            f"{table.name}: several tickers in column '{table.header[positions[0]]}'; pass "
+            f"ticker= one of: {', '.join(present)}"
+        )
+    chosen = next((name for name in present if name.upper() == ticker.strip().upper()), None)
+    if chosen is None:
+        raise DataError(
+            f"{table.name}: ticker '{ticker}' not found; tickers present: {', '.join(present)}"
+        )
+    return table.take((names == chosen).to_numpy()), chosen
+
+
+def _label_market(market: MarketData, ticker: str | None) -> MarketData:
+    """A `MarketData` as it is, or labelled with ``ticker``; a different ticker is an error."""
+    if ticker is None or (market.ticker or "").upper() == ticker.strip().upper():
+        return market
+    if market.ticker is None:
+        return replace(market, ticker=ticker)
+    raise DataError(f"{market.source}: ticker '{ticker}' not found; the data holds {market.ticker}")
+
+
+def _check_row_count(name: str, n: int, min_rows: int) -> None:
+    if n < min_rows:
+        raise DataError(f"{name}: {n} data rows, expected at least min_rows={min_rows}")
+
+
+# --- values --------------------------------------------------------------------------------------
+
+
+def _missing(values: pd.Series) -> np.ndarray:
+    """True where a cell is NaN/None, blank, or a missing-value word such as 'NaN' or 'null'."""
+    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values):
+        return values.isna().to_numpy()
+    text = values.astype(str).str.strip().str.lower()
+    return (values.isna() | text.isin(_MISSING_TEXT)).to_numpy()
+
+
+def _quote(value: object) -> str:
+    if pd.isna(value) or str(value).strip().lower() in _MISSING_TEXT:
+        return "an empty value"
+    return f"'{value}'"
+
+
+def _parse_numbers(table: _Table, column: int) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 values (NaN where missing) and the missing mask; refuses any other non-number."""
+    raw = table.frame[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    missing = np.zeros(len(values), dtype=bool)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        missing[bad] = _missing(raw[bad])
+        if (bad & ~missing).any():
+            raise table.cell_error(bad & ~missing, column, "a finite number")
+    return values, missing
+
+
+def _parse_prices(table: _Table, column: int) -> np.ndarray:
+    values, missing = _parse_numbers(table, column)
+    if missing.any():
+        raise table.cell_error(missing, column, "a price")
+    if (values <= 0).any():
+        raise table.cell_error(values <= 0, column, "a price > 0")
+    return values
+
+
+def _parse_volume(table: _Table, positions: list[int] | None, notes: list[str]) -> np.ndarray:
+    """Volume, zeros without a column; missing values become 0 with a note."""
+    if positions is None:
+        return np.zeros(len(table))
+    values, missing = _parse_numbers(table, positions[0])
+    if missing.any():
+        notes.append(
+            f"{table.name}: {missing.sum()} rows with missing volume set to 0 "
+            f"(first: {table.row(np.flatnonzero(missing)[0])})"
+        )
+        values[missing] = 0.0
+    if (values < 0).any():
+        raise table.cell_error(values < 0, positions[0], "a volume >= 0")
+    return values
+
+
+def _check_bars(
+    table: _Table,
+    columns: dict[str, list[int]],
+    open_: np.ndarray,
+    high: np.ndarray,
+    low: np.ndarray,
+    close: np.ndarray,
+) -> None:
+    """High must bracket open and close from above and low from below (so high >= low)."""
+    top, bottom = np.maximum(open_, close), np.minimum(open_, close)
+    if (high < top).any():
+        raise table.cell_error(high < top, columns["high"][0], "high >= max(open, close)")
+    if (low > bottom).any():
+        raise table.cell_error(low > bottom, columns["low"][0], "low <= min(open, close)")
+
+
+def _chronological_order(table: _Table, timestamps: np.ndarray, columns: list[int]) -> np.ndarray:
+    """Positions that sort the rows by time; refuses duplicate timestamps."""
+    order = np.argsort(timestamps, kind="stable")
+    ordered = timestamps[order]
+    duplicate = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if len(duplicate):
+        first, second = order[duplicate[0]], order[duplicate[0] + 1]
+        more = f" ({len(duplicate)} duplicates)" if len(duplicate) > 1 else ""
+        raise DataError(
+            f"{table.name}: {table.row(first)} and {table.row(second)}, column "
+            f"'{_column_name(table, columns)}': expected distinct timestamps, found "
+            f"{pd.Timestamp(ordered[duplicate[0]])} twice{more}"
+        )
+    return order
+
+
+# --- timestamps ----------------------------------------------------------------------------------
+
+
+def _column_name(table: _Table, columns: list[int]) -> str:
+    return "+".join(table.header[c] for c in columns)
+
+
+def _parse_timestamps(table: _Table, columns: list[int], notes: list[str]) -> np.ndarray:
+    """datetime64[ns] UTC-naive timestamps from one column, or a date and a time column."""
+    if len(columns) == 2:  # separate date and time columns: parse "date time"
+        date_text, time_text = (table.frame[c].astype(str).str.strip() for c in columns)
+        joined = (date_text + " " + time_text).to_frame(0)
+        table = replace(table, frame=joined, header=[_column_name(table, columns)])
+        columns = [0]
+    column = columns[0]
+    values = table.frame[column]
+    missing = _missing(values)
+    if missing.any():
+        raise table.cell_error(missing, column, "a timestamp")
+    first = values.iloc[0]
+    if pd.api.types.is_datetime64_any_dtype(values) or isinstance(first, date | np.datetime64):
+        parsed = pd.to_datetime(values, utc=True, errors="coerce")
+        if parsed.isna().any():
+            raise table.cell_error(parsed.isna().to_numpy(), column, "a timestamp")
+    elif isinstance(first, int | float | np.number) or _NUMBER.fullmatch(str(first).strip()):
+        parsed = _parse_unix(table, column)
+    else:
+        parsed = _parse_text_times(table, column, notes)
+    years = parsed.dt.year.to_numpy()
+    if ((years < 1678) | (years > 2261)).any():  # the range of datetime64[ns]
+        raise table.cell_error((years < 1678) | (years > 2261), column, "a year in 1678..2261")
+    return parsed.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+
+
+def _parse_unix(table: _Table, column: int) -> pd.Series:
+    """Unix seconds or milliseconds, the unit read from the first value's magnitude."""
+    numbers = pd.to_numeric(table.frame[column], errors="coerce")
+    if numbers.isna().any():
+        raise table.cell_error(numbers.isna().to_numpy(), column, "a unix time (a number)")
+    first = numbers.iloc[0]
+    unit = next((u for u, (lo, hi) in _UNIX_RANGES.items() if lo <= first < hi), None)
+    if unit is None:
+        raise table.cell_error(
+            np.arange(len(numbers)) == 0,
+            column,
+            "unix seconds (9 to 11 digits) or milliseconds (12 to 14 digits)",
+        )
+    lo, hi = _UNIX_RANGES[unit]
+    outside = ((numbers < lo) | (numbers >= hi)).to_numpy()
+    if outside.any():
+        raise table.cell_error(outside, column, f"unix {unit} like {table.row(0)}")
+    return pd.to_datetime(numbers, unit=unit, utc=True)
+
+
+def _parse_text_times(table: _Table, column: int, notes: list[str]) -> pd.Series:
+    """Parse text timestamps with one format named from the first value.
+
+    Where the first value fits both day-first and month-first, both formats are tried on the
+    whole column and the one that parses every row wins.
+    """
+    text = table.frame[column].astype(str).str.strip()
+    formats = _candidate_formats(text.iloc[0])
+    if not formats:
+        raise table.cell_error(
+            np.arange(len(text)) == 0, column, "a date such as 2017-12-31, 31.12.2017 or 12/31/2017"
+        )
+    parsed = {fmt: pd.to_datetime(text, format=fmt, utc=True, errors="coerce") for fmt in formats}
+    failures = {fmt: int(times.isna().sum()) for fmt, times in parsed.items()}
+    fmt = min(formats, key=lambda f: failures[f])  # ties keep the order of `formats`
+    if len(formats) == 2 and failures[formats[0]] == failures[formats[1]] == 0 and len(text) > 1:
+        notes.append(
+            f"{table.name}: column '{table.header[column]}' read as {fmt}: no day above 12, "
+            f"so day-first and month-first both fit"
+        )
+    bad = parsed[fmt].isna().to_numpy()
+    if bad.any():
+        raise table.cell_error(bad, column, f"a timestamp like '{text.iloc[0]}' ({fmt})")
+    return parsed[fmt]
+
+
+def _candidate_formats(first: str) -> list[str]:
+    """Formats that read ``first``: one, or [preferred, other] when day and month can swap.
+
+    Dotted dates prefer day-first (``DD.MM.YYYY`` is the convention); others month-first.
+    """
+    with warnings.catch_warnings():  # pandas warns when a day above 12 forces day-first
+        warnings.simplefilter("ignore")
+        month_first = guess_datetime_format(first, dayfirst=False)
+        day_first = guess_datetime_format(first, dayfirst=True)
+    if month_first is not None and month_first.startswith("%Y"):  # year first: always Y-M-D
+        return ["ISO8601" if month_first.startswith("%Y-%m-%d") else month_first]
+    formats = [f for f in dict.fromkeys((month_first, day_first)) if f is not None]
+    if len(formats) == 2 and "%d.%m" in day_first:
+        formats.reverse()
+    return formats
+
+
+def _read_only(values: object, dtype: object = None) -> np.ndarray:
+    """A C-contiguous read-only view (the caller's own array stays writable)."""
+    view = np.ascontiguousarray(values, dtype=dtype).view()
+    view.flags.writeable = False
+    return view

@@ -1,0 +1,232 @@
+"""Run configuration: shipped files, overrides, one-line errors, save/load round trip."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from training.config import (
+    DEFAULT_CONFIG_PATH,
+    REPO_ROOT,
+    ConfigError,
+    RunConfig,
+    config_to_dict,
+    load_config,
+    save_config,
+)
+
+CONFIGS = REPO_ROOT / "configs"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "x.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error(path: Path | None, text: str | None = None, overrides: tuple[str, ...] = ()) -> str:
+    """The one-line message of the `ConfigError` that loading raises."""
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("name", ["default", "smoke", "gpu"])
+def test_shipped_configs_load(name: str) -> None:
+    cfg = load_config(CONFIGS / f"{name}.yaml")
+    assert cfg.trunk.window == cfg.env.window
+    assert cfg.train.name == name
+    raw = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+    assert "window" not in raw.get("trunk", {}), "window is set in env only"
+
+
+def test_shipped_values() -> None:
+    assert DEFAULT_CONFIG_PATH == CONFIGS / "default.yaml"
+    smoke = load_config(CONFIGS / "smoke.yaml")
+    assert (smoke.env.window, smoke.trunk.window, smoke.env.episode_length) == (16, 16, 64)
+    assert (smoke.trunk.d_model, smoke.trunk.n_heads, smoke.trunk.n_layers) == (16, 2, 1)
+    assert (smoke.ppo.n_envs, smoke.ppo.n_steps, smoke.ppo.batch_size) == (4, 32, 64)
+    assert (smoke.train.total_timesteps, smoke.train.progress_bar) == (256, False)
+    gpu = load_config(CONFIGS / "gpu.yaml")
+    assert (gpu.policy.device, gpu.policy.bf16, gpu.ppo.batch_size) == ("cuda", True, 4096)
+    assert load_config(DEFAULT_CONFIG_PATH).train.total_timesteps == 400_000
+
+
+def test_no_file_and_empty_file_give_the_defaults(tmp_path: Path) -> None:
+    assert load_config() == RunConfig()
+    assert load_config(write(tmp_path, "")) == RunConfig()
+    assert load_config(write(tmp_path, "ppo:\n")) == RunConfig()
+
+
+def test_file_keeps_defaults_for_missing_keys(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, "ppo:\n  n_epochs: 10\n"))
+    assert cfg.ppo.n_epochs == 10
+    assert cfg.ppo == dataclasses.replace(RunConfig().ppo, n_epochs=10)
+
+
+def test_overrides_parse_yaml_values_and_beat_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "ppo:\n  learning_rate: 0.001\n")
+    cfg = load_config(
+        path,
+        [
+            "ppo.learning_rate=1e-4",
+            "env.leverage_levels=[1,2]",
+            "env.bars_per_year=null",
+            "ppo.target_kl=0.02",
+            "env.reward=differential_sharpe",
+            "data.ticker=AAPL",
+        ],
+    )
+    assert cfg.ppo.learning_rate == 1e-4 and isinstance(cfg.ppo.learning_rate, float)
+    assert cfg.env.leverage_levels == (1.0, 2.0)
+    assert cfg.env.bars_per_year is None
+    assert cfg.ppo.target_kl == 0.02
+    assert cfg.env.reward == "differential_sharpe"
+    assert cfg.data.ticker == "AAPL"
+
+
+def test_env_window_drives_trunk_window() -> None:
+    cfg = load_config(None, ["env.window=24"])
+    assert cfg.trunk.window == cfg.env.window == 24
+    assert load_config(None, ["env.window=24", "trunk.window=24"]).trunk.window == 24
+    message = error(None, overrides=("env.window=24", "trunk.window=48"))
+    assert message.startswith("--set: trunk.window: expected env.window (24), got 48")
+
+
+def test_exponent_numbers_that_pyyaml_reads_as_strings(tmp_path: Path) -> None:
+    # PyYAML (YAML 1.1) reads 2e5 and 3e-4 as strings; 2.0e+5 as a float.
+    path = write(tmp_path, "ppo:\n  learning_rate: 3e-4\ntrain:\n  total_timesteps: 2e5\n")
+    cfg = load_config(path, ["train.checkpoint_every=2.0e+4"])
+    assert cfg.ppo.learning_rate == 3e-4
+    assert cfg.train.total_timesteps == 200_000 and type(cfg.train.total_timesteps) is int
+    assert cfg.train.checkpoint_every == 20_000 and type(cfg.train.checkpoint_every) is int
+    assert load_config(None, ["ppo.clip_range=1"]).ppo.clip_range == 1.0
+
+
+def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
+    path = write(tmp_path, "ppo:\n  learnig_rate: 1e-4\n")
+    assert error(path) == (
+        f"{path}: unknown key 'ppo.learnig_rate' (did you mean 'ppo.learning_rate'?)"
+    )
+    message = error(None, overrides=("train.learning_rate=1e-4",))
+    assert message == "--set: unknown key 'train.learning_rate' (did you mean 'ppo.learning_rate'?)"
+    assert error(None, overrides=("ppo.zzz=1",)) == "--set: unknown key 'ppo.zzz'"
+
+
+def test_unknown_section(tmp_path: Path) -> None:
+    path = write(tmp_path, "poo:\n  n_envs: 4\n")
+    assert error(path) == f"{path}: unknown section 'poo' (did you mean 'ppo'?)"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
+        ("ppo:\n  n_steps: abc\n", "ppo.n_steps: expected int, got 'abc' (str)"),
+        ("ppo:\n  n_steps: 12.5\n", "ppo.n_steps: expected int, got 12.5 (float)"),
+        ("ppo:\n  n_envs: true\n", "ppo.n_envs: expected int, got True (bool)"),
+        ("ppo:\n  gamma: [0.9, 0.99]\n", "ppo.gamma: expected float, got [0.9, 0.99] (list)"),
+        ("ppo:\n  gamma: yes\n", "ppo.gamma: expected float, got True (bool)"),
+        ("train:\n  progress_bar: 1\n", "train.progress_bar: expected bool, got 1 (int)"),
+        ("train:\n  name: 7\n", "train.name: expected str, got 7 (int)"),
+        ("ppo:\n  target_kl: high\n", "ppo.target_kl: expected float or null, got 'high' (str)"),
+        (
+            "env:\n  leverage_levels: 2\n",
+            "env.leverage_levels: expected a list of float, got 2 (int)",
+        ),
+        (
+            "env:\n  risk_levels: [0.01, x]\n",
+            "env.risk_levels: expected a list of float, got [0.01, 'x'] (list)",
+        ),
+        ("ppo: 3\n", "ppo: expected a mapping of keys, got 3 (int)"),
+    ],
+)
+def test_wrong_types_name_file_key_and_expectation(
+    tmp_path: Path, yaml_text: str, expected: str
+) -> None:
+    path = write(tmp_path, yaml_text)
+    assert error(path) == f"{path}: {expected}"
+
+
+def test_literal_lists_the_allowed_values(tmp_path: Path) -> None:
+    path = write(tmp_path, "trunk:\n  pooling: max\n")
+    assert error(path) == (
+        f"{path}: trunk.pooling: expected one of 'last', 'mean', 'cls', got 'max' (str)"
+    )
+    message = error(None, overrides=("env.reward=sharpe",))
+    assert message.startswith("--set: env.reward: expected one of 'log_return', ")
+    assert load_config(None, ["trunk.pooling=mean"]).trunk.pooling == "mean"
+
+
+def test_none_able_fields(tmp_path: Path) -> None:
+    path = write(tmp_path, "env:\n  episode_length: null\n  bars_per_year: 252\n")
+    cfg = load_config(path)
+    assert cfg.env.episode_length is None
+    assert cfg.env.bars_per_year == 252.0 and isinstance(cfg.env.bars_per_year, float)
+    assert load_config(None, ["train.run_dir=runs/x"]).train.run_dir == "runs/x"
+
+
+def test_dataclass_own_validation_becomes_config_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "env:\n  window: 1\n")
+    assert error(path) == f"{path}: env.window: expected an integer >= 2, got 1"
+    path = write(tmp_path, "env:\n  maintenance_margin: 0.3\n")
+    assert error(path).startswith(f"{path}: env.maintenance_margin: expected ")
+    path = write(tmp_path, "ppo:\n  batch_size: 100\n")
+    assert error(path) == (
+        f"{path}: ppo.batch_size: expected a divisor of ppo.n_envs * ppo.n_steps = 2048, got 100"
+    )
+    path = write(tmp_path, "data:\n  validation: 0.6\n  test: 0.5\n")
+    assert error(path) == f"{path}: data.test: expected validation + test < 1, got 0.5"
+    path = write(tmp_path, "trunk:\n  d_model: 30\n  n_heads: 4\n")
+    assert error(path) == f"{path}: trunk.d_model: expected a multiple of trunk.n_heads (4), got 30"
+
+
+def test_override_errors_name_set(tmp_path: Path) -> None:
+    path = write(tmp_path, "ppo:\n  n_steps: 64\n")
+    assert error(path, overrides=("ppo.n_steps=abc",)) == (
+        "--set: ppo.n_steps: expected int, got 'abc' (str)"
+    )
+    assert error(path, overrides=("ppo.gamma=2",)).startswith("--set: ppo.gamma: expected ")
+    assert error(None, overrides=("ppo.n_steps",)).startswith("--set: expected KEY=VALUE")
+    assert error(path, overrides=("ppo.n_steps.x=1",)) == (
+        "--set: ppo.n_steps: expected a mapping of keys, got 64 (int)"
+    )
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    assert error(tmp_path / "missing.yaml") == f"{tmp_path / 'missing.yaml'}: no such config file"
+    path = write(tmp_path, "- 1\n- 2\n")
+    assert error(path) == f"{path}: expected a mapping of sections, got [1, 2] (list)"
+    path = write(tmp_path, "ppo:\n  n_steps: [1, 2\n")
+    assert error(path).startswith(f"{path}: invalid YAML (line ")
+
+
+def test_yaml_dates_become_iso_strings(tmp_path: Path) -> None:
+    path = write(tmp_path, "data:\n  validation_start: 2016-01-04\n  test_start: '2018-01-02'\n")
+    cfg = load_config(path)
+    assert (cfg.data.validation_start, cfg.data.test_start) == ("2016-01-04", "2018-01-02")
+    path = write(tmp_path, "data:\n  validation_start: 2018-01-04\n  test_start: 2016-01-02\n")
+    assert error(path).startswith(f"{path}: data.test_start: expected a date after ")
+    path = write(tmp_path, "data:\n  test_start: soon\n")
+    assert error(path).startswith(f"{path}: data.test_start: expected an ISO date")
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    cfg = load_config(
+        CONFIGS / "smoke.yaml",
+        ["env.leverage_levels=[1, 1.5]", "env.bars_per_year=252", "ppo.target_kl=null"],
+    )
+    cfg.trunk = dataclasses.replace(cfg.trunk, n_features=9)  # as the caller does from the data
+    path = save_config(cfg, tmp_path / "run" / "config.yaml")
+    assert load_config(path) == cfg
+    assert [p.name for p in path.parent.iterdir()] == ["config.yaml"]  # no temp file left
+    saved = yaml.safe_load(path.read_text())
+    assert saved == config_to_dict(cfg)
+    assert saved["env"]["leverage_levels"] == [1.0, 1.5]
+    assert list(saved) == ["data", "env", "trunk", "policy", "ppo", "train"]
+    save_config(RunConfig(), path)  # overwrites in place
+    assert load_config(path) == RunConfig()

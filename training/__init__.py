@@ -1,0 +1,1 @@
+"""Training: run configuration, the PPO entry point (`python -m training.train`), evaluation."""

@@ -1,0 +1,205 @@
+"""SB3 callbacks: per-head and trading TensorBoard logs, validation, atomic checkpoints.
+
+TensorBoard tags are grouped by namespace:
+`heads/<direction|leverage|risk>/...` (one rollout's actions), `trading/...` (training episodes),
+`eval/...` (the validation range), next to SB3's own `train/...`, `rollout/...`, `time/...`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import HParam
+
+from envs import EnvConfig, TradingEnv
+from training.metrics import compute_metrics, trades_from_record
+from training.rollout import record_episode
+from training.run_dir import RunDir, save_model_atomic, write_json_atomic
+
+HEADS = ("direction", "leverage", "risk")
+_HISTOGRAM_ONLY = ("stdout", "log", "json", "csv")  # histograms go to TensorBoard alone
+_ENTROPY_SAMPLE = 2048  # rollout observations used to measure each head's entropy
+
+
+class HeadMonitor(BaseCallback):
+    """Logs what each decision head did in the last rollout, under `heads/<name>/...`.
+
+    Per head: a histogram of its actions, its mean entropy on the rollout's observations, and the
+    share of each action; plus the mean chosen leverage and risk (while in a position).
+    """
+
+    def __init__(self, env_config: EnvConfig) -> None:
+        super().__init__()
+        self.env_config = env_config
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        buffer = self.model.rollout_buffer
+        actions = buffer.actions.reshape(-1, 3).astype(np.int64)  # [n_steps * n_envs, 3]
+        config = self.env_config
+        direction, leverage, risk = actions[:, 0], actions[:, 1], actions[:, 2]
+        for name, column in zip(HEADS, actions.T, strict=True):
+            self.logger.record(f"heads/{name}/actions", column, exclude=_HISTOGRAM_ONLY)
+        for index, label in enumerate(config.direction_names):
+            self.logger.record(f"heads/direction/share_{label}", float(np.mean(direction == index)))
+        in_position = direction != config.flat_direction_index
+        levels = np.asarray(config.leverage_levels)[leverage]
+        risks = np.asarray(config.risk_levels)[risk]
+        if in_position.any():
+            self.logger.record("heads/leverage/mean", float(levels[in_position].mean()))
+            self.logger.record("heads/risk/mean_pct", float(risks[in_position].mean() * 100))
+        for index, level in enumerate(config.leverage_levels):
+            self.logger.record(f"heads/leverage/share_{level:g}x", float(np.mean(leverage == index)))
+        for index, level in enumerate(config.risk_levels):
+            self.logger.record(f"heads/risk/share_{level * 100:g}pct", float(np.mean(risk == index)))
+        for name, entropy in self._entropies(buffer).items():
+            self.logger.record(f"heads/{name}/entropy", entropy)
+
+    def _entropies(self, buffer: Any) -> dict[str, float]:
+        n = buffer.buffer_size * buffer.n_envs
+        pick = np.random.default_rng(self.num_timesteps).choice(n, min(n, _ENTROPY_SAMPLE), False)
+        obs = {
+            key: th.as_tensor(value.reshape(n, *value.shape[2:])[pick], device=self.model.device)
+            for key, value in buffer.observations.items()
+        }
+        with th.no_grad():
+            distribution = self.model.policy.get_distribution(obs)
+            return {name: float(h.mean()) for name, h in distribution.entropy_per_head().items()}
+
+
+class TradingMonitor(BaseCallback):
+    """Averages the trading summaries of training episodes that ended in a rollout: `trading/...`.
+
+    Episode return, Sharpe, max drawdown, turnover, costs, stops and liquidations.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._episodes: dict[str, list[float]] = defaultdict(list)
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            summary = info.get("episode_trading")
+            if summary:
+                for key, value in summary.items():
+                    self._episodes[key].append(value)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if not self._episodes:
+            return
+        for key, values in self._episodes.items():
+            self.logger.record(f"trading/{key}", float(np.mean(values)))
+        self.logger.record("trading/episodes", len(self._episodes["steps"]))
+        self._episodes.clear()
+
+
+class ValidationCallback(BaseCallback):
+    """Every `every` timesteps, backtest the deterministic policy on the validation range.
+
+    Logs `eval/<metric>`, appends to `validation.json`, and saves `best_model.zip` atomically
+    whenever the validation Sharpe improves.
+    """
+
+    def __init__(self, env: TradingEnv, run: RunDir, every: int) -> None:
+        super().__init__()
+        self.env = env
+        self.run = run
+        self.every = every
+        self.best_sharpe = -np.inf
+        self.history: list[dict[str, float]] = []
+        self._next = every
+
+    def _init_callback(self) -> None:
+        self._next = (self.num_timesteps // self.every + 1) * self.every
+        if self.run.validation_history.exists():
+            self.history = json.loads(self.run.validation_history.read_text())
+            sharpes = [h["sharpe"] for h in self.history if h.get("sharpe") is not None]
+            self.best_sharpe = max(sharpes, default=-np.inf)
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next:
+            self._next += self.every
+            self.evaluate()
+        return True
+
+    def evaluate(self) -> dict[str, float]:
+        """Run the validation backtest now; log it; keep the best model."""
+        record = record_episode(self.env, self._act)
+        metrics = compute_metrics(record, trades_from_record(record),
+                                  bars_per_year=self.env.core.bars_per_year)
+        for key, value in metrics.items():
+            self.logger.record(f"eval/{key}", float(value))
+        sharpe = float(metrics["sharpe"])
+        if np.isfinite(sharpe) and sharpe > self.best_sharpe:
+            self.best_sharpe = sharpe
+            save_model_atomic(self.model, self.run.best_model)
+        self.history.append({"timesteps": self.num_timesteps, **metrics})
+        write_json_atomic(self.run.validation_history, self.history)
+        return metrics
+
+    def _act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        action, _ = self.model.predict(obs, deterministic=True)
+        return action
+
+
+class AtomicCheckpoint(BaseCallback):
+    """Saves `checkpoints/checkpoint_<timesteps>_steps.zip` every `every` timesteps, atomically."""
+
+    def __init__(self, run: RunDir, every: int) -> None:
+        super().__init__()
+        self.run = run
+        self.every = every
+        self._next = every
+
+    def _init_callback(self) -> None:
+        self._next = (self.num_timesteps // self.every + 1) * self.every
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next:
+            self._next += self.every
+            save_model_atomic(self.model, self.run.checkpoint(self.num_timesteps))
+        return True
+
+
+class HyperParameters(BaseCallback):
+    """Logs the run's hyper-parameters once, at the start of training (TensorBoard HPARAMS)."""
+
+    def __init__(self, flat_config: dict[str, Any]) -> None:
+        super().__init__()
+        self.flat_config = {
+            k: v if isinstance(v, int | float | str | bool) else str(v)
+            for k, v in flat_config.items()
+        }
+
+    def _on_training_start(self) -> None:
+        metrics = {"eval/sharpe": 0.0, "trading/return_pct": 0.0}
+        self.logger.record("hparams", HParam(self.flat_config, metrics), exclude=_HISTOGRAM_ONLY)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"ppo": {"gamma": 0.99}}` -> `{"ppo.gamma": 0.99}`."""
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def tensorboard_dir(run: RunDir) -> Path:
+    """The folder SB3 writes the events of this run to (continued on resume)."""
+    return run.tensorboard / "train_1"

@@ -1,0 +1,536 @@
+"""Run configuration of `python -m training.train`: documented dataclasses and YAML overrides.
+
+A run is one `RunConfig` with six sections: `data`, `env`, `trunk`, `policy`, `ppo`, `train`.
+Every field is documented where it is declared (CleanRL `Args` style). A file in `configs/` holds
+overrides only: a mapping of sections, each a mapping of keys; a key left out keeps its dataclass
+default. `--set section.key=value` overrides go on top, each value parsed with `yaml.safe_load`.
+
+Values are checked against the dataclass type hints:
+
+- `int`: an int; also an integral float (`2.0e+5`) or an integral numeric string (`2e5`),
+  because PyYAML reads an exponent without a dot (`2e5`, `3e-4`) as a string. Not `true`/`false`.
+- `float`: a float, an int or a numeric string (`3e-4`); not `true`/`false`.
+- `bool`: `true` or `false` only. `str`: a string (a YAML date such as 2016-01-04 becomes its ISO
+  text).
+- `X | None`: `null` or an X. `tuple[X, ...]`: a YAML list of X. `Literal[...]`: one of the values.
+
+Rules that span sections live in `_link_sections`: `trunk.window` follows `env.window` (setting
+both to different values is an error). `trunk.n_features` depends on the feature columns built
+from the data, so the caller sets it once the data is loaded
+(`cfg.trunk = dataclasses.replace(cfg.trunk, n_features=...)`).
+
+Every mistake raises `ConfigError`, one line naming the source (the file, or `--set`), the dotted
+key and what was expected, e.g. `configs/x.yaml: ppo.n_steps: expected int, got 'abc' (str)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import tempfile
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+
+from agent.config import TrunkConfig
+from envs.config import EnvConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG_PATH = REPO_ROOT / "configs" / "default.yaml"
+
+_T = TypeVar("_T")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_RUN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_OVERRIDE_SOURCE = "--set"
+
+
+class ConfigError(ValueError):
+    """A configuration mistake, as one line: `<source>: <dotted key>: <what was expected>`."""
+
+
+def _check(section: str, obj: object, checks: Sequence[tuple[str, bool, str]]) -> None:
+    """Raise `ValueError("<section>.<key>: expected ..., got ...")` for the first failed check."""
+    for key, ok, expected in checks:
+        if not ok:
+            raise ValueError(f"{section}.{key}: expected {expected}, got {getattr(obj, key)!r}")
+
+
+def _parse_date(text: str | None) -> datetime | None:
+    """`text` as a naive datetime, or None when it is None or not an ISO date."""
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=None)
+    except ValueError:
+        return None
+
+
+@dataclass
+class DataConfig:
+    """Which market data to train on and how it splits (chronologically) into train/val/test."""
+
+    path: str = "data/gymanytrading_GOOGL_daily.csv"  # OHLCV CSV; relative to the repo root
+    ticker: str | None = None  # `Ticker` to select in a multi-ticker CSV; None: one-ticker file
+    adjust: bool = False  # split-adjust the prices with the `Adj Close` / `Close` ratio
+    validation: float = 0.15  # share of the bars (after train) used for validation
+    test: float = 0.15  # share of the bars (the last ones) held out for the final test
+    validation_start: str | None = None  # ISO date of the first validation bar; beats `validation`
+    test_start: str | None = None  # ISO date of the first test bar; beats `test`
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise `ValueError` naming the key when a value is out of its range."""
+        val_start, test_start = _parse_date(self.validation_start), _parse_date(self.test_start)
+        _check(
+            "data",
+            self,
+            [
+                ("path", self.path != "", "a CSV file path"),
+                ("validation", 0 <= self.validation < 1, "a fraction in [0, 1)"),
+                ("test", 0 <= self.test < 1, "a fraction in [0, 1)"),
+                ("test", self.validation + self.test < 1, "validation + test < 1"),
+                (
+                    "validation_start",
+                    self.validation_start is None or val_start is not None,
+                    "an ISO date such as 2016-01-04, or null",
+                ),
+                (
+                    "test_start",
+                    self.test_start is None or test_start is not None,
+                    "an ISO date such as 2018-01-02, or null",
+                ),
+                (
+                    "test_start",
+                    val_start is None or test_start is None or val_start < test_start,
+                    f"a date after data.validation_start ({self.validation_start})",
+                ),
+            ],
+        )
+
+    def resolved_path(self) -> Path:
+        """`path` as an absolute path; a relative one is taken from the repo root."""
+        path = Path(self.path).expanduser()
+        return path if path.is_absolute() else REPO_ROOT / path
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyper-parameters, with the names and meanings of `stable_baselines3.PPO`."""
+
+    n_envs: int = 16  # parallel accounts stepped together
+    n_steps: int = 128  # steps per account per rollout (a rollout is n_envs * n_steps steps)
+    batch_size: int = 256  # minibatch size; must divide n_envs * n_steps
+    n_epochs: int = 4  # passes over each rollout
+    learning_rate: float = 3e-4  # Adam step size (constant)
+    gamma: float = 0.99  # discount factor per bar
+    gae_lambda: float = 0.95  # GAE lambda: bias (0) versus variance (1) of the advantages
+    clip_range: float = 0.2  # PPO clip on the probability ratio of the joint action
+    ent_coef: float = 0.01  # weight of the entropy bonus
+    vf_coef: float = 0.5  # weight of the value loss
+    max_grad_norm: float = 0.5  # clip on the global gradient norm
+    target_kl: float | None = None  # stop an update's epochs early past this KL; None: never
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise `ValueError` naming the key when a value is out of its range."""
+        rollout = self.n_envs * self.n_steps
+        _check(
+            "ppo",
+            self,
+            [
+                ("n_envs", self.n_envs >= 1, "an integer >= 1"),
+                ("n_steps", self.n_steps >= 1, "an integer >= 1"),
+                ("batch_size", self.batch_size >= 2, "an integer >= 2"),
+                (
+                    "batch_size",
+                    self.batch_size >= 2 and rollout % self.batch_size == 0,
+                    f"a divisor of ppo.n_envs * ppo.n_steps = {rollout}",
+                ),
+                ("n_epochs", self.n_epochs >= 1, "an integer >= 1"),
+                ("learning_rate", self.learning_rate > 0, "a positive number"),
+                ("gamma", 0 < self.gamma <= 1, "a number in (0, 1]"),
+                ("gae_lambda", 0 <= self.gae_lambda <= 1, "a number in [0, 1]"),
+                ("clip_range", self.clip_range > 0, "a positive number"),
+                ("ent_coef", self.ent_coef >= 0, "a number >= 0"),
+                ("vf_coef", self.vf_coef >= 0, "a number >= 0"),
+                ("max_grad_norm", self.max_grad_norm > 0, "a positive number"),
+                (
+                    "target_kl",
+                    self.target_kl is None or self.target_kl > 0,
+                    "a positive number or null",
+                ),
+            ],
+        )
+
+
+@dataclass
+class PolicyConfig:
+    """The actor-critic around the trunk: heads, account encoder, device and precision."""
+
+    conditional_heads: bool = True  # a flat direction drops the leverage and risk log-probs
+    head_hidden: int = 64  # hidden width of each head's MLP
+    account_dim: int = 64  # width of the account-state embedding joined to the trunk output
+    device: str = "auto"  # torch device: auto (cuda when available), cpu, cuda, cuda:1, ...
+    bf16: bool = False  # bfloat16 autocast in the forward pass (CUDA)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise `ValueError` naming the key when a value is out of its range."""
+        _check(
+            "policy",
+            self,
+            [
+                ("head_hidden", self.head_hidden >= 1, "an integer >= 1"),
+                ("account_dim", self.account_dim >= 1, "an integer >= 1"),
+                ("device", self.device != "", "a torch device such as auto, cpu or cuda"),
+            ],
+        )
+
+
+@dataclass
+class TrainConfig:
+    """Length, seeding, checkpoints, evaluation and logging of one training run."""
+
+    total_timesteps: int = 200_000  # env steps summed over all accounts
+    seed: int = 0  # seeds python, numpy, torch and the envs
+    checkpoint_every: int = 20_000  # timesteps between checkpoints; 0 disables
+    eval_every: int = 20_000  # timesteps between passes over the validation range; 0 disables
+    run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
+    name: str = "multihead"  # run name: in the run folder name and the logs
+    progress_bar: bool = True  # show SB3's progress bar during learn()
+    log_interval: int = 1  # rollouts between SB3 log dumps (stdout and TensorBoard)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise `ValueError` naming the key when a value is out of its range."""
+        _check(
+            "train",
+            self,
+            [
+                ("total_timesteps", self.total_timesteps >= 1, "an integer >= 1"),
+                ("seed", self.seed >= 0, "an integer >= 0"),
+                ("checkpoint_every", self.checkpoint_every >= 0, "an integer >= 0"),
+                ("eval_every", self.eval_every >= 0, "an integer >= 0"),
+                ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
+                (
+                    "name",
+                    _RUN_NAME.fullmatch(self.name) is not None,
+                    "letters, digits, '.', '_' or '-'",
+                ),
+                ("log_interval", self.log_interval >= 1, "an integer >= 1"),
+            ],
+        )
+
+
+@dataclass
+class RunConfig:
+    """Everything one training run needs; the files in `configs/` override its fields."""
+
+    data: DataConfig = field(default_factory=DataConfig)  # market data file and its splits
+    env: EnvConfig = field(default_factory=EnvConfig)  # market, execution and reward
+    trunk: TrunkConfig = field(default_factory=TrunkConfig)  # attention trunk over the window
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # heads, device, precision
+    ppo: PPOConfig = field(default_factory=PPOConfig)  # PPO hyper-parameters
+    train: TrainConfig = field(default_factory=TrainConfig)  # length, checkpoints, eval, logs
+
+
+def _show(value: Any) -> str:
+    """`value` for an error message: its repr and its type name."""
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _one_line(text: str) -> str:
+    """`text` with every run of whitespace (newlines included) collapsed to one space."""
+    return " ".join(text.split())
+
+
+def _describe(tp: Any) -> str:
+    """Human-readable name of a config type hint, for 'expected ...' messages."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _describe(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is tuple:
+        return f"a list of {_describe(args[0])}"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping of keys"
+    return tp.__name__
+
+
+class _Mismatch(Exception):
+    """A value does not fit a type hint (turned into a `ConfigError` by `_build`)."""
+
+
+def _as_number(value: Any) -> float | None:
+    """A real number from an int, a float or a numeric string such as '3e-4'; else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return None
+
+
+def _convert(value: Any, tp: Any) -> Any:
+    """`value` converted to the (non-dataclass) type hint `tp`; `_Mismatch` when it does not fit."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is not type(None):
+                try:
+                    return _convert(value, arg)
+                except _Mismatch:
+                    pass
+        raise _Mismatch
+    if origin is Literal:
+        if any(value == a and type(value) is type(a) for a in args):
+            return value
+        raise _Mismatch
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        if isinstance(value, list | tuple):
+            return tuple(_convert(item, args[0]) for item in value)
+        raise _Mismatch
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise _Mismatch
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        number = _as_number(value)
+        if number is not None and number.is_integer():
+            return int(number)
+        raise _Mismatch
+    if tp is float:
+        number = _as_number(value)
+        if number is not None:
+            return number
+        raise _Mismatch
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, date):  # YAML reads an unquoted 2016-01-04 as a date
+            return value.isoformat()
+        raise _Mismatch
+    raise TypeError(f"config type {tp!r} is not supported by training.config")
+
+
+def _type_error(source: str, key: str, tp: Any, value: Any) -> ConfigError:
+    """The error for a value of the wrong type: `<source>: <key>: expected <type>, got <value>`."""
+    return ConfigError(f"{source}: {key}: expected {_describe(tp)}, got {_show(value)}")
+
+
+def _dotted_keys(cls: type, prefix: str = "") -> Iterator[str]:
+    """Every section and key of dataclass `cls` as a dotted name ('ppo', 'ppo.n_envs', ...)."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        yield key
+        if dataclasses.is_dataclass(hints[f.name]):
+            yield from _dotted_keys(hints[f.name], key + ".")
+
+
+def _build(
+    cls: type[_T],
+    raw: Mapping[Any, Any],
+    prefix: str,
+    where: Callable[[str], str],
+    known: Sequence[str],
+) -> _T:
+    """Build dataclass `cls` from mapping `raw`, recursing into dataclass-typed fields.
+
+    `prefix` is the dotted path of `cls` in the run config ('' at the top, 'ppo.' below),
+    `where(key)` names the source of a key for messages, `known` lists every valid dotted key
+    (for 'did you mean' suggestions). A `ValueError` from the dataclass's own checks propagates.
+    """
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    for name, value in raw.items():
+        key = f"{prefix}{name}"
+        if name not in names:
+            kind = "key" if prefix else "section"
+            peers = [k for k in known if k.count(".") == key.count(".")]
+            match = difflib.get_close_matches(key, peers, n=1)
+            hint = f" (did you mean {match[0]!r}?)" if match else ""
+            raise ConfigError(f"{where(key)}: unknown {kind} {key!r}{hint}")
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            if value is None:  # an empty section (`ppo:` and nothing under it) keeps the defaults
+                value = {}
+            if not isinstance(value, Mapping):
+                raise _type_error(where(key), key, tp, value)
+            kwargs[name] = _build(tp, value, key + ".", where, known)
+            continue
+        try:
+            kwargs[name] = _convert(value, tp)
+        except _Mismatch:
+            raise _type_error(where(key), key, tp, value) from None
+    return cls(**kwargs)
+
+
+def _link_sections(cfg: RunConfig, raw: Mapping[str, Any]) -> None:
+    """Apply the rules that span sections (in place), given the raw mapping the user wrote.
+
+    `trunk.window` follows `env.window`; writing a different `trunk.window` is an error. The
+    trunk's own shape is checked here too (`TrunkConfig` has no checks of its own).
+    `trunk.n_features` is left to the caller, who knows the data's feature columns.
+    """
+    if "window" in (raw.get("trunk") or {}) and cfg.trunk.window != cfg.env.window:
+        raise ValueError(
+            f"trunk.window: expected env.window ({cfg.env.window}), got {cfg.trunk.window}: "
+            "the trunk's window follows env.window, so set env.window only"
+        )
+    cfg.trunk.window = cfg.env.window
+    t = cfg.trunk
+    _check(
+        "trunk",
+        t,
+        [
+            ("n_features", t.n_features >= 1, "an integer >= 1"),
+            ("n_heads", t.n_heads >= 1, "an integer >= 1"),
+            ("d_model", t.d_model >= 1, "an integer >= 1"),
+            (
+                "d_model",
+                t.n_heads >= 1 and t.d_model % t.n_heads == 0,
+                f"a multiple of trunk.n_heads ({t.n_heads})",
+            ),
+            ("n_layers", t.n_layers >= 1, "an integer >= 1"),
+            ("mlp_ratio", t.mlp_ratio > 0, "a positive number"),
+            ("dropout", 0 <= t.dropout < 1, "a number in [0, 1)"),
+        ],
+    )
+
+
+def _read_yaml(path: Path, label: str) -> dict[str, Any]:
+    """The mapping of sections in YAML file `path` (an empty file is an empty mapping)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{label}: no such config file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        detail = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(_one_line(f"{label}: invalid YAML{at}: {detail}")) from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{label}: expected a mapping of sections, got {_show(raw)}")
+    return raw
+
+
+def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> None:
+    """Write one `section.key=value` override into `raw`; record the keys it introduced."""
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(
+            f"{_OVERRIDE_SOURCE}: expected KEY=VALUE such as ppo.learning_rate=1e-4, got {item!r}"
+        )
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        detail = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(
+            _one_line(f"{_OVERRIDE_SOURCE}: {key}: invalid YAML value: {detail}")
+        ) from None
+    parts = key.split(".")
+    node = raw
+    for depth in range(1, len(parts)):
+        section = ".".join(parts[:depth])
+        child = node.get(parts[depth - 1])
+        if child is None:
+            child = node[parts[depth - 1]] = {}
+            origins.setdefault(section, _OVERRIDE_SOURCE)
+        elif not isinstance(child, dict):
+            raise ConfigError(
+                f"{_OVERRIDE_SOURCE}: {section}: expected a mapping of keys, got {_show(child)}"
+            )
+        node = child
+    node[parts[-1]] = value
+    origins[key] = _OVERRIDE_SOURCE
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> RunConfig:
+    """Read the run config: dataclass defaults, then YAML file `path`, then `overrides`.
+
+    `path` is a YAML mapping of sections holding overrides only (None: no file, the dataclass
+    defaults; the entry point's default file is `DEFAULT_CONFIG_PATH`). `overrides` are
+    `--set`-style strings such as `"ppo.learning_rate=1e-4"` or `"env.leverage_levels=[1,2]"`,
+    applied in order, each value parsed with `yaml.safe_load`. Raises `ConfigError` (one line
+    naming the file or `--set`, the dotted key and what was expected) on any mistake.
+    """
+    label = str(path) if path is not None else _OVERRIDE_SOURCE
+    raw = _read_yaml(Path(path), label) if path is not None else {}
+    origins: dict[str, str] = {}
+    for item in overrides:
+        _apply_override(raw, item, origins)
+
+    def where(key: str) -> str:
+        return origins.get(key, label)
+
+    try:
+        cfg = _build(RunConfig, raw, "", where, list(_dotted_keys(RunConfig)))
+        _link_sections(cfg, raw)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # a dataclass's own check: "<section>.<key>: expected ..."
+        message = _one_line(str(exc))
+        raise ConfigError(f"{where(message.split(':', 1)[0])}: {message}") from None
+    return cfg
+
+
+def _plain(value: Any) -> Any:
+    """`value` with every tuple turned into a list, recursively (YAML-safe)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def config_to_dict(cfg: RunConfig) -> dict[str, Any]:
+    """The run config as nested plain dicts of YAML-safe values (tuples become lists)."""
+    return _plain(dataclasses.asdict(cfg))
+
+
+def save_config(cfg: RunConfig, path: str | Path) -> Path:
+    """Write the resolved config to YAML file `path` atomically; `load_config` reads it back.
+
+    The text goes to a temporary file in the same folder, then `os.replace` puts it in place, so
+    a reader never sees half a file. Missing parent folders are created. Returns the path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "# Resolved run configuration (training.config.save_config): every key, every section.\n"
+    text += yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

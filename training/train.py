@@ -1,0 +1,177 @@
+"""Train the multi-head agent with PPO: `python -m training.train [--config ...] [options]`.
+
+Reads top to bottom: config -> data -> envs -> model -> learn -> save -> backtest -> summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import CallbackList
+from stable_baselines3.common.utils import set_random_seed
+from stable_baselines3.common.vec_env import VecMonitor
+
+from agent import MultiHeadPolicy
+from envs import BatchedTradingEnv, DataError, TradingEnv, load_market_data
+from envs.features import FEATURE_NAMES
+from envs.splits import chronological_split
+from training.backtest import run_backtest
+from training.callbacks import (
+    AtomicCheckpoint,
+    HeadMonitor,
+    HyperParameters,
+    TradingMonitor,
+    ValidationCallback,
+    flatten,
+)
+from training.config import (
+    DEFAULT_CONFIG_PATH,
+    REPO_ROOT,
+    ConfigError,
+    RunConfig,
+    config_to_dict,
+    load_config,
+    save_config,
+)
+from training.run_dir import RunDir, save_model_atomic
+
+TB_RUN_NAME = "train"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options; `--set section.key=value` overrides any config key."""
+    parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__)
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH,
+                        help="YAML config (overrides of the documented defaults)")
+    parser.add_argument("--data", help="OHLCV CSV to train on (sets data.path)")
+    parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV (data.ticker)")
+    parser.add_argument("--run-dir", type=Path, help="output folder (default runs/<name>-<time>)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config key, e.g. ppo.n_steps=64")
+    parser.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                        help="continue a run from its newest checkpoint (uses its config)")
+    return parser.parse_args(argv)
+
+
+def resolve_config(args: argparse.Namespace) -> RunConfig:
+    """The run's config: the resumed run's own, or the file plus command-line overrides."""
+    if args.resume is not None:
+        return load_config(RunDir(args.resume).config)
+    overrides = list(args.overrides)
+    if args.data:
+        overrides.append(f"data.path={args.data}")
+    if args.ticker:
+        overrides.append(f"data.ticker={args.ticker}")
+    if args.run_dir:
+        overrides.append(f"train.run_dir={args.run_dir}")
+    return load_config(args.config, overrides)
+
+
+def make_run_dir(cfg: RunConfig, resume: Path | None) -> RunDir:
+    """The resumed run's folder, the configured one, or a fresh `runs/<name>-<time>`."""
+    if resume is not None:
+        return RunDir(resume)
+    if cfg.train.run_dir:
+        root = Path(cfg.train.run_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        return RunDir(root)
+    return RunDir.new(REPO_ROOT / "runs", cfg.train.name)
+
+
+def build_model(cfg: RunConfig, env: BatchedTradingEnv, run: RunDir) -> PPO:
+    """PPO with the multi-head policy, configured from `cfg`."""
+    ppo = dataclasses.asdict(cfg.ppo)
+    ppo.pop("n_envs")
+    policy_kwargs = dict(
+        trunk=dataclasses.asdict(cfg.trunk),
+        flat_direction_index=cfg.env.flat_direction_index,
+        conditional_heads=cfg.policy.conditional_heads,
+        head_hidden=cfg.policy.head_hidden,
+        account_dim=cfg.policy.account_dim,
+        use_bf16=cfg.policy.bf16,
+    )
+    return PPO(MultiHeadPolicy, env, policy_kwargs=policy_kwargs, seed=cfg.train.seed,
+               device=cfg.policy.device, tensorboard_log=str(run.tensorboard), verbose=0, **ppo)
+
+
+def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
+    """Train (or continue) the run; return where the outputs are."""
+    set_random_seed(cfg.train.seed)
+    market = load_market_data(cfg.data.resolved_path(), ticker=cfg.data.ticker,
+                              adjust=cfg.data.adjust, min_rows=cfg.env.window + 1)
+    splits = chronological_split(market, validation=cfg.data.validation, test=cfg.data.test,
+                                 validation_start=cfg.data.validation_start,
+                                 test_start=cfg.data.test_start)
+    cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
+    if not resume:
+        save_config(cfg, run.config)
+
+    train_env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=splits.train)
+    train_env.seed(cfg.train.seed)
+    train_env = VecMonitor(train_env)
+    whole_range = dict(random_start=False, episode_length=None)
+    validation_env = TradingEnv(market, cfg.env, bars=splits.validation, **whole_range)
+
+    checkpoint = run.latest_checkpoint() if resume else None
+    if checkpoint is not None:
+        model = PPO.load(checkpoint, env=train_env, device=cfg.policy.device,
+                         tensorboard_log=str(run.tensorboard))
+        print(f"resuming from {checkpoint} at {model.num_timesteps:,} timesteps")
+    else:
+        model = build_model(cfg, train_env, run)
+
+    callbacks = [HeadMonitor(cfg.env), TradingMonitor(),
+                 HyperParameters(flatten(config_to_dict(cfg)))]
+    if cfg.train.checkpoint_every:
+        callbacks.append(AtomicCheckpoint(run, cfg.train.checkpoint_every))
+    validation = ValidationCallback(validation_env, run, cfg.train.eval_every or 1)
+    if cfg.train.eval_every:
+        callbacks.append(validation)
+    remaining = cfg.train.total_timesteps - model.num_timesteps
+    if remaining > 0:
+        model.learn(remaining, callback=CallbackList(callbacks), tb_log_name=TB_RUN_NAME,
+                    reset_num_timesteps=checkpoint is None, progress_bar=cfg.train.progress_bar,
+                    log_interval=cfg.train.log_interval)
+    save_model_atomic(model, run.final_model)
+    if not run.best_model.exists():  # no validation pass happened: the final model is the best
+        validation.init_callback(model)
+        validation.evaluate()
+
+    test_env = TradingEnv(market, cfg.env, bars=splits.test, **whole_range)
+    report = run_backtest(model, test_env, run.report)
+    return {
+        "final model": run.final_model,
+        "best model (validation Sharpe)": run.best_model,
+        "TensorBoard logs": run.tensorboard,
+        "backtest report (test split)": report,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: train, then print where everything is. User mistakes exit 2, one line."""
+    args = parse_args(argv)
+    try:
+        cfg = resolve_config(args)
+        run = make_run_dir(cfg, args.resume)
+        outputs = train(cfg, run, resume=args.resume is not None)
+    except (ConfigError, DataError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as error:
+        print(f"error: {error.filename or error}: file not found", file=sys.stderr)
+        return 2
+    width = max(len(name) for name in outputs)
+    print(f"\nrun finished: {run.root}")
+    for name, path in outputs.items():
+        print(f"  {name:<{width}}  {path}")
+    print(f"  {'watch it':<{width}}  tensorboard --logdir {run.root.parent}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
