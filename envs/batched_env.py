@@ -27,7 +27,7 @@ class BatchedTradingEnv(VecEnv):
 
     Per-account step details that `TradingEnv` puts in `info` are kept as arrays here instead of
     N dicts per step: `last_step[name]` is a [N] array for each `envs.execution` outcome column
-    (e.g. "reward", "commission", "stop_hit"), plus "equity", "position" and "bar".
+    (e.g. "reward", "commission", "stop_hit"), plus "equity", "cash" and "position".
     """
 
     def __init__(
@@ -49,11 +49,9 @@ class BatchedTradingEnv(VecEnv):
         self._state, self._bars = self.core.new_accounts(n_envs)
         self._out = np.zeros((n_envs, ex.N_OUT))
         self._account = np.zeros((n_envs, ex.N_ACCOUNT), dtype=np.float32)
-        self._market = np.zeros((n_envs, *self.observation_space["market"].shape), np.float32)
-        self._steps = np.zeros(n_envs, dtype=np.int64)
         self._actions = np.zeros((n_envs, 3), dtype=np.int64)
         self._rngs = [seeding.np_random(None)[0] for _ in range(n_envs)]
-        self.last_step: dict[str, np.ndarray] = {}
+        self._last_state = self._state[:, : ex.EQUITY + 1].copy()
 
     def reset(self) -> VecEnvObs:
         """Reset every account, re-seeding those given a seed through `seed()`."""
@@ -73,41 +71,43 @@ class BatchedTradingEnv(VecEnv):
     def step_wait(self) -> VecEnvStepReturn:
         """Step all accounts; reset the finished ones; return (obs, rewards, dones, infos)."""
         self.core.step(self._state, self._bars, self._actions, self._out, self._account)
-        self._steps += 1
-        terminated = self._out[:, ex.TERMINATED] > 0
-        truncated = ~terminated & (
-            (self._bars >= self.core.end_bar) | (self._steps >= self.core.episode_length)
-        )
-        dones = terminated | truncated
+        self._last_state = self._state[:, : ex.EQUITY + 1].copy()  # before any auto-reset
         rewards = self._out[:, ex.REWARD].astype(np.float32)
-        self._record_last_step()
+        dones = (self._out[:, ex.TERMINATED] + self._out[:, ex.TRUNCATED]) > 0
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         finished = np.flatnonzero(dones)
         if finished.size:
-            last_obs = self._observation()
-            for i in finished:  # only finished accounts: the step itself has no per-account loop
-                infos[i]["terminal_observation"] = {k: v[i] for k, v in last_obs.items()}
-                infos[i]["TimeLimit.truncated"] = bool(truncated[i])
+            last_market = self.core.market_windows(self._bars[finished])  # [n_finished, W, F]
+            last_account = self._account[finished]  # [n_finished, A]
+            for j, i in enumerate(finished):  # finished accounts only; the step has no such loop
+                infos[i]["terminal_observation"] = {"market": last_market[j],
+                                                    "account": last_account[j]}
+                infos[i]["TimeLimit.truncated"] = bool(self._out[i, ex.TRUNCATED])
                 infos[i]["episode_trading"] = self.core.episode_summary(self._state, i)
             self._reset_accounts(finished)
         return self._observation(), rewards, dones, infos
 
+    @property
+    def last_step(self) -> dict[str, np.ndarray]:
+        """Per-account outcome of the last step as [N] arrays (views: valid until the next step).
+
+        Keys: the `envs.execution` outcome columns ("reward", "commission", "stop_hit", ...),
+        plus "equity", "cash" and "position" before any auto-reset, and "actions" [N, 3].
+        """
+        step = {name: self._out[:, column] for name, column in _OUT_COLUMNS.items()}
+        step["equity"] = self._last_state[:, ex.EQUITY]
+        step["cash"] = self._last_state[:, ex.CASH]
+        step["position"] = self._last_state[:, ex.QTY]
+        step["actions"] = self._actions
+        return step
+
     def _reset_accounts(self, index: np.ndarray) -> None:
         starts = np.array([self.core.draw_start(self._rngs[i]) for i in index], dtype=np.int64)
         self.core.reset(self._state, self._bars, index, starts, self._account)
-        self._steps[index] = 0
-
-    def _record_last_step(self) -> None:
-        out = self._out.copy()  # one copy; the entries below are views into it
-        self.last_step = {name: out[:, column] for name, column in _OUT_COLUMNS.items()}
-        self.last_step["equity"] = self._state[:, ex.EQUITY].copy()
-        self.last_step["position"] = self._state[:, ex.QTY].copy()
-        self.last_step["bar"] = self._bars.copy()
-        self.last_step["actions"] = self._actions.copy()
 
     def _observation(self) -> dict[str, np.ndarray]:
-        self.core.market_windows(self._bars, self._market)
-        return {"market": self._market.copy(), "account": self._account.copy()}
+        # Fresh arrays: callers may keep observations.
+        return {"market": self.core.market_windows(self._bars), "account": self._account.copy()}
 
     def close(self) -> None:
         """Nothing to release: all state is in arrays."""
@@ -149,4 +149,6 @@ _OUT_COLUMNS = {
     "stop_hit": ex.STOP_HIT,
     "liquidated": ex.LIQUIDATED,
     "bankrupt": ex.BANKRUPT,
+    "terminated": ex.TERMINATED,
+    "truncated": ex.TRUNCATED,
 }

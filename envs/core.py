@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from numpy.lib.stride_tricks import sliding_window_view
 
 from envs import execution as ex
 from envs.config import EnvConfig
@@ -25,6 +26,11 @@ class TradingCore:
         self.market = market
         self.config = config
         self.features = compute_features(market, norm_window=config.volume_window)  # [T, F]
+        # Row j of `_windows` is the window ending at bar j + window - 1, flattened: a read-only
+        # view of overlapping rows (no copy), so gathering N windows is one fancy index.
+        self._windows = sliding_window_view(
+            self.features.reshape(-1), config.window * self.features.shape[1]
+        )[:: self.features.shape[1]]  # [T - W + 1, W * F]
         self.ohlc = np.ascontiguousarray(market.ohlc, dtype=np.float64)  # [T, 4]
         self.timestamps = market.timestamps
         bars = range(0, len(market)) if bars is None else bars
@@ -59,13 +65,17 @@ class TradingCore:
             }
         )
         self.action_space = spaces.MultiDiscrete(config.action_sizes)
-
-    @property
-    def episode_length(self) -> int:
-        """Steps in one episode: the configured length, or the whole range when it is None."""
         whole = self.end_bar - self.first_bar
-        length = self.config.episode_length
-        return whole if length is None else min(length, whole)
+        length = config.episode_length
+        # Steps in one episode: the configured length, or the whole range when it is None.
+        self.episode_length = whole if length is None else min(length, whole)
+        self.params[ex.P_END_BAR] = self.end_bar
+        self.params[ex.P_EPISODE_LENGTH] = self.episode_length
+        # Python lists: reading them is several times cheaper than numpy scalars in `step_info`.
+        self._labels = (list(config.direction_names), self.leverages.tolist(),
+                        self.risks.tolist())
+        self._closes = self.ohlc[:, 3].tolist()
+
 
     def draw_start(self, rng: np.random.Generator) -> int:
         """First decision bar of a new episode: random when configured, else the range start."""
@@ -94,43 +104,45 @@ class TradingCore:
         """A fresh copy of the feature window [W, F] that ends at `bar`."""
         return self.features[bar - self.config.window + 1 : bar + 1].copy()
 
-    def market_windows(self, bars: np.ndarray, market_obs: np.ndarray) -> None:
-        """Write the windows ending at `bars` into `market_obs` [N, W, F]."""
-        ex.gather_windows(self.features, bars, self.config.window, market_obs)
+    def market_windows(self, bars: np.ndarray) -> np.ndarray:
+        """A fresh array [N, W, F] of the windows ending at `bars`."""
+        windows = self._windows[bars - (self.config.window - 1)]  # [N, W * F]
+        return windows.reshape(len(bars), self.config.window, -1)  # [N, W, F]
 
     def action_names(self, action: np.ndarray) -> dict[str, Any]:
         """The action of each head by name: direction label, leverage and risk levels."""
-        return {
-            "direction": self.config.direction_names[int(action[0])],
-            "leverage": float(self.leverages[int(action[1])]),
-            "risk": float(self.risks[int(action[2])]),
-        }
+        direction, leverage, risk = action.tolist()
+        names, leverages, risks = self._labels
+        return {"direction": names[direction], "leverage": leverages[leverage],
+                "risk": risks[risk]}
 
     def step_info(self, state: np.ndarray, bars: np.ndarray, out: np.ndarray, i: int,
                   action: np.ndarray) -> dict[str, Any]:
         """The info dict of account i after a step."""
-        row = out[i]
-        equity = state[i, ex.EQUITY]
-        close = self.ohlc[bars[i], 3]
+        (_, order_fill, exit_fill, traded, commission, slippage, financing, borrow, stop_hit,
+         liquidated, bankrupt, *_) = out[i].tolist()
+        cash, qty, *_, equity = state[i, : ex.EQUITY + 1].tolist()
+        bar = bars[i].item()
+        close = self._closes[bar]
         return {
-            "timestamp": self.timestamps[bars[i]],
-            "bar": int(bars[i]),
+            "timestamp": self.timestamps[bar],
+            "bar": bar,
             "price": close,
             "equity": equity,
-            "cash": state[i, ex.CASH],
-            "position": state[i, ex.QTY],
-            "exposure": state[i, ex.QTY] * close / equity if equity > 0 else 0.0,
-            "order_fill": row[ex.ORDER_FILL],
-            "exit_fill": row[ex.EXIT_FILL],
-            "traded_notional": row[ex.TRADED_NOTIONAL],
-            "commission": row[ex.COMMISSION],
-            "slippage": row[ex.SLIPPAGE],
-            "financing": row[ex.FINANCING],
-            "borrow": row[ex.BORROW],
-            "costs": row[ex.COMMISSION] + row[ex.SLIPPAGE] + row[ex.FINANCING] + row[ex.BORROW],
-            "stop_hit": bool(row[ex.STOP_HIT]),
-            "liquidated": bool(row[ex.LIQUIDATED]),
-            "bankrupt": bool(row[ex.BANKRUPT]),
+            "cash": cash,
+            "position": qty,
+            "exposure": qty * close / equity if equity > 0 else 0.0,
+            "order_fill": order_fill,
+            "exit_fill": exit_fill,
+            "traded_notional": traded,
+            "commission": commission,
+            "slippage": slippage,
+            "financing": financing,
+            "borrow": borrow,
+            "costs": commission + slippage + financing + borrow,
+            "stop_hit": stop_hit > 0,
+            "liquidated": liquidated > 0,
+            "bankrupt": bankrupt > 0,
             "action": self.action_names(action),
         }
 

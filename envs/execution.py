@@ -66,7 +66,8 @@ STOP_HIT = 8  # 1.0 when the stop closed the position in this bar
 LIQUIDATED = 9  # 1.0 when the position was liquidated in this bar
 BANKRUPT = 10  # 1.0 when equity is <= 0 at the close
 TERMINATED = 11  # liquidated or bankrupt
-N_OUT = 12
+TRUNCATED = 12  # not terminated, and the range ended or the episode reached its length
+N_OUT = 13
 
 # Parameter vector (float64 [N_PARAMS]).
 P_COMMISSION = 0  # rate on traded notional
@@ -77,7 +78,9 @@ P_MAINTENANCE = 4  # maintenance margin as a share of notional
 P_REWARD = 5  # 0 log return, 1 differential Sharpe, 2 drawdown-penalised log return
 P_SHARPE_ETA = 6
 P_DRAWDOWN_PENALTY = 7
-N_PARAMS = 8
+P_END_BAR = 8  # last bar an order can fill on: episodes are truncated there
+P_EPISODE_LENGTH = 9  # steps after which an episode is truncated
+N_PARAMS = 10
 
 REWARD_CODES = {"log_return": 0.0, "differential_sharpe": 1.0, "drawdown_penalty": 2.0}
 
@@ -274,17 +277,9 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         state[i, EP_RETURN_SQ] += ret * ret
         state[i, EP_MAX_DRAWDOWN] = max(state[i, EP_MAX_DRAWDOWN], 1.0 - equity / state[i, PEAK])
         state[i, EP_EXPOSURE] += abs(qty * close) / max(equity, 1e-300)
+        ended = t >= params[P_END_BAR] or state[i, EP_STEPS] >= params[P_EPISODE_LENGTH]
+        out[i, TRUNCATED] = 1.0 if ended and out[i, TERMINATED] == 0.0 else 0.0
     observe_accounts(state, bars, ohlc, account_obs)
-
-
-@numba.njit(cache=True)
-def gather_windows(features, bars, window, market_obs):
-    """Copy each account's feature window ending at its bar into `market_obs` [N, W, F]."""
-    for i in range(bars.shape[0]):
-        first = bars[i] - window + 1
-        for w in range(window):
-            for f in range(features.shape[1]):
-                market_obs[i, w, f] = features[first + w, f]
 
 
 def reset_accounts(state: np.ndarray, bars: np.ndarray, index: np.ndarray, starts: np.ndarray,

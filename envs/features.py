@@ -15,7 +15,9 @@ vol_t is the root mean square of `close_return` over the last `norm_window` bars
 (fewer bars before that), floored at `VOLATILITY_FLOOR`. It departs from a rolling standard
 deviation on purpose: it takes the mean as zero, the usual short-horizon volatility estimate, so it
 is defined from the first bar on (a standard deviation of one or two returns is zero or nearly so)
-and does not shrink when prices trend. No statistic covers the whole file.
+and does not shrink when prices trend. Because the window includes bar t, |close_return| can
+never exceed sqrt(norm_window) (8 for 64 bars); the clip binds on wicks and gaps. No statistic
+covers the whole file.
 """
 
 from __future__ import annotations

@@ -80,8 +80,9 @@ _REQUIRED_NAMES = {
 _UNNAMED = ("", "unnamed0")  # an empty header cell; pandas calls it "Unnamed: 0"
 _SEPARATORS = (",", ";", "\t")
 _MAX_HEADER_LINE = 20  # banner lines allowed above the header, plus one
-_MISSING_TEXT = ("", "nan", "na", "n/a", "null", "none")
-_UNIX_RANGES = {"s": (1e8, 1e11), "ms": (1e11, 1e14)}  # 1973..5138 in either unit
+_MISSING_TEXT = ("", "nan", "na", "n/a", "#n/a", "null", "none")  # any case, read as missing
+_NA_TOKENS = sorted({v for t in _MISSING_TEXT for v in (t, t.upper(), t.title())} | {"NaN"})
+_UNIX_UNITS = {"s": ("seconds", 1e8, 1e11), "ms": ("milliseconds", 1e11, 1e14)}  # 1973..5138
 _NUMBER = re.compile(r"[+-]?\d+(\.\d*)?")
 _PARSER_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
@@ -254,6 +255,8 @@ def _file_table(path: Path) -> _Table:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     header_index, sep, header = _find_header(path)
+    # Missing-value words become NaN, except in a ticker column (where "NA" may be a ticker).
+    na_values = {i: [""] if _is_ticker(name) else _NA_TOKENS for i, name in enumerate(header)}
     try:
         frame = pd.read_csv(
             path,
@@ -262,7 +265,9 @@ def _file_table(path: Path) -> _Table:
             header=None,
             names=range(len(header)),
             dtype=str,
+            na_values=na_values,
             keep_default_na=False,
+            skipinitialspace=True,
             skip_blank_lines=False,  # keep line numbers right; blank rows are dropped later
             encoding="utf-8-sig",
             encoding_errors="replace",
@@ -299,6 +304,10 @@ def _split_line(line: str, sep: str) -> list[str]:
     return [cell.strip() for cell in next(csv.reader([line], delimiter=sep), [])]
 
 
+def _is_ticker(name: str) -> bool:
+    return _FIELD_OF.get(_normalise(name)) == "ticker"
+
+
 def _count_known(cells: list[str]) -> int:
     return sum(_normalise(cell) in _FIELD_OF for cell in cells)
 
@@ -317,7 +326,10 @@ def _describe_parser_error(err: pd.errors.ParserError) -> str:
 
 
 def _frame_table(df: pd.DataFrame) -> _Table:
-    """A DataFrame as a table; its index becomes the first column when it holds the times."""
+    """A DataFrame as a table; its index becomes the first column when it holds the times.
+
+    Text cells that say "missing" become NaN, so that NaN is the only missing value after this.
+    """
     header = [str(column) for column in df.columns]
     index_name = _normalise(df.index.name or "")
     use_index = not any(_FIELD_OF.get(_normalise(c)) == "time" for c in header) and (
@@ -327,6 +339,9 @@ def _frame_table(df: pd.DataFrame) -> _Table:
     if use_index:
         header = [str(df.index.name or ""), *header]
     frame.columns = range(len(header))
+    for i, name in enumerate(header):  # as in a file: missing-value words become NaN
+        if frame[i].dtype == object or pd.api.types.is_string_dtype(frame[i]):
+            frame[i] = frame[i].mask(_missing_text(frame[i], ("",) if _is_ticker(name) else None))
     labels = df.index.astype(str).to_numpy()
     return _Table("<DataFrame>", "<DataFrame>", frame, header, labels, "row")
 
@@ -351,7 +366,10 @@ def _map_columns(table: _Table, adjust: bool) -> dict[str, list[int]]:
     missing = [_REQUIRED_NAMES.get(field, field) for field in required if field not in columns]
     if missing:
         found = ", ".join(table.header) or "none"
-        raise DataError(f"{table.name}: missing column {', '.join(missing)}; found: {found}")
+        plural = "s" if len(missing) > 1 else ""
+        raise DataError(
+            f"{table.name}: missing column{plural} {', '.join(missing)}; found: {found}"
+        )
     for field, positions in columns.items():
         if len(positions) > 1 and field != "time":
             listed = " and ".join(f"'{table.header[p]}'" for p in positions)
@@ -364,11 +382,10 @@ def _map_columns(table: _Table, adjust: bool) -> dict[str, list[int]]:
 
 def _drop_empty_rows(table: _Table, notes: list[str]) -> _Table:
     """Drop rows whose every cell is missing, noting how many."""
-    candidates = np.flatnonzero(_missing(table.frame[0])) if len(table.header) else []
+    candidates = np.flatnonzero(table.frame[0].isna()) if len(table.header) else []
     if len(candidates) == 0:
         return table
-    rows = table.frame.iloc[candidates]
-    empty = candidates[np.all([_missing(rows[c]) for c in rows.columns], axis=0)]
+    empty = candidates[table.frame.iloc[candidates].isna().all(axis=1).to_numpy()]
     if len(empty) == 0:
         return table
     notes.append(f"{table.name}: {len(empty)} empty rows dropped (first: {table.row(empty[0])})")
@@ -383,7 +400,7 @@ def _select_ticker(
     """Keep the rows of one ticker; returns the table and the ticker's name."""
     if positions is None:
         return table, ticker
-    names = table.frame[positions[0]].astype(str).str.strip()
+    names = table.frame[positions[0]].fillna("").astype(str).str.strip()
     present = sorted(names.unique())
     if ticker is None and len(present) == 1:
         return table, present[0]
@@ -417,30 +434,25 @@ def _check_row_count(name: str, n: int, min_rows: int) -> None:
 # --- values --------------------------------------------------------------------------------------
 
 
-def _missing(values: pd.Series) -> np.ndarray:
-    """True where a cell is NaN/None, blank, or a missing-value word such as 'NaN' or 'null'."""
-    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values):
-        return values.isna().to_numpy()
-    text = values.astype(str).str.strip().str.lower()
-    return (values.isna() | text.isin(_MISSING_TEXT)).to_numpy()
+def _missing_text(values: pd.Series, words: tuple[str, ...] | None = None) -> pd.Series:
+    """True where a text cell is blank or a missing-value word (`_MISSING_TEXT`, any case)."""
+    words = _MISSING_TEXT if words is None else words
+    return values.isna() | values.astype(str).str.strip().str.lower().isin(words)
 
 
 def _quote(value: object) -> str:
-    if pd.isna(value) or str(value).strip().lower() in _MISSING_TEXT:
-        return "an empty value"
-    return f"'{value}'"
+    return "an empty value" if pd.isna(value) else f"'{value}'"
 
 
 def _parse_numbers(table: _Table, column: int) -> tuple[np.ndarray, np.ndarray]:
     """Float64 values (NaN where missing) and the missing mask; refuses any other non-number."""
     raw = table.frame[column]
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    missing = np.zeros(len(values), dtype=bool)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        missing[bad] = _missing(raw[bad])
-        if (bad & ~missing).any():
-            raise table.cell_error(bad & ~missing, column, "a finite number")
+    numbers = pd.to_numeric(raw, errors="coerce")
+    values = numbers.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+    missing = raw.isna().to_numpy()
+    wrong = ~np.isfinite(values) & ~missing
+    if wrong.any():
+        raise table.cell_error(wrong, column, "a finite number")
     return values, missing
 
 
@@ -517,7 +529,7 @@ def _parse_timestamps(table: _Table, columns: list[int], notes: list[str]) -> np
         columns = [0]
     column = columns[0]
     values = table.frame[column]
-    missing = _missing(values)
+    missing = values.isna().to_numpy()
     if missing.any():
         raise table.cell_error(missing, column, "a timestamp")
     first = values.iloc[0]
@@ -541,25 +553,25 @@ def _parse_unix(table: _Table, column: int) -> pd.Series:
     if numbers.isna().any():
         raise table.cell_error(numbers.isna().to_numpy(), column, "a unix time (a number)")
     first = numbers.iloc[0]
-    unit = next((u for u, (lo, hi) in _UNIX_RANGES.items() if lo <= first < hi), None)
+    unit = next((u for u, (_, lo, hi) in _UNIX_UNITS.items() if lo <= first < hi), None)
     if unit is None:
         raise table.cell_error(
             np.arange(len(numbers)) == 0,
             column,
             "unix seconds (9 to 11 digits) or milliseconds (12 to 14 digits)",
         )
-    lo, hi = _UNIX_RANGES[unit]
+    name, lo, hi = _UNIX_UNITS[unit]
     outside = ((numbers < lo) | (numbers >= hi)).to_numpy()
     if outside.any():
-        raise table.cell_error(outside, column, f"unix {unit} like {table.row(0)}")
+        raise table.cell_error(outside, column, f"unix {name} like {table.row(0)}")
     return pd.to_datetime(numbers, unit=unit, utc=True)
 
 
 def _parse_text_times(table: _Table, column: int, notes: list[str]) -> pd.Series:
     """Parse text timestamps with one format named from the first value.
 
-    Where the first value fits both day-first and month-first, both formats are tried on the
-    whole column and the one that parses every row wins.
+    Where the first value fits both day-first and month-first, the preferred order is tried on
+    the whole column first, and the other only if some rows fail.
     """
     text = table.frame[column].astype(str).str.strip()
     formats = _candidate_formats(text.iloc[0])
@@ -567,18 +579,20 @@ def _parse_text_times(table: _Table, column: int, notes: list[str]) -> pd.Series
         raise table.cell_error(
             np.arange(len(text)) == 0, column, "a date such as 2017-12-31, 31.12.2017 or 12/31/2017"
         )
-    parsed = {fmt: pd.to_datetime(text, format=fmt, utc=True, errors="coerce") for fmt in formats}
-    failures = {fmt: int(times.isna().sum()) for fmt, times in parsed.items()}
-    fmt = min(formats, key=lambda f: failures[f])  # ties keep the order of `formats`
-    if len(formats) == 2 and failures[formats[0]] == failures[formats[1]] == 0 and len(text) > 1:
+    fmt, parsed = formats[0], pd.to_datetime(text, format=formats[0], utc=True, errors="coerce")
+    if len(formats) == 2 and parsed.isna().any():
+        other = pd.to_datetime(text, format=formats[1], utc=True, errors="coerce")
+        if other.isna().sum() < parsed.isna().sum():
+            fmt, parsed = formats[1], other
+    elif len(formats) == 2 and (parsed.dt.day <= 12).all():  # the swapped order parses too
         notes.append(
             f"{table.name}: column '{table.header[column]}' read as {fmt}: no day above 12, "
             f"so day-first and month-first both fit"
         )
-    bad = parsed[fmt].isna().to_numpy()
+    bad = parsed.isna().to_numpy()
     if bad.any():
         raise table.cell_error(bad, column, f"a timestamp like '{text.iloc[0]}' ({fmt})")
-    return parsed[fmt]
+    return parsed
 
 
 def _candidate_formats(first: str) -> list[str]:

@@ -98,7 +98,6 @@ class TradingEnv(gym.Env):
         self._account = np.zeros((1, ex.N_ACCOUNT), dtype=np.float32)
         self._actions = np.zeros((1, 3), dtype=np.int64)
         self._index = np.zeros(1, dtype=np.int64)
-        self._steps = 0
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -116,30 +115,27 @@ class TradingEnv(gym.Env):
                     f"start_bar must be in [{self.core.first_bar}, {self.core.end_bar}), got {start}"
                 )
         self.core.reset(self._state, self._bars, self._index, np.array([start]), self._account)
-        self._steps = 0
         info = {"timestamp": self.core.timestamps[start], "bar": start,
                 "equity": self._state[0, ex.EQUITY]}
-        return self._observation(), info
+        return self._observation(start), info
 
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Fill the order at the next open, run the bar, mark at its close (see class doc)."""
         self._actions[0] = action
-        self.core.step(self._state, self._bars, self._actions, self._out, self._account)
-        self._steps += 1
-        terminated = bool(self._out[0, ex.TERMINATED])
-        truncated = not terminated and (
-            self._bars[0] >= self.core.end_bar or self._steps >= self.core.episode_length
-        )
-        info = self.core.step_info(self._state, self._bars, self._out, 0, self._actions[0])
+        core = self.core
+        core.step(self._state, self._bars, self._actions, self._out, self._account)
+        info = core.step_info(self._state, self._bars, self._out, 0, self._actions[0])
+        terminated = info["liquidated"] or info["bankrupt"]
+        truncated = self._out[0, ex.TRUNCATED].item() > 0
         if terminated or truncated:
-            info["episode_trading"] = self.core.episode_summary(self._state, 0)
-        return self._observation(), float(self._out[0, ex.REWARD]), terminated, truncated, info
+            info["episode_trading"] = core.episode_summary(self._state, 0)
+        reward = self._out[0, ex.REWARD].item()
+        return self._observation(info["bar"]), reward, terminated, truncated, info
 
-    def _observation(self) -> dict[str, np.ndarray]:
-        return {"market": self.core.market_window(int(self._bars[0])),
-                "account": self._account[0].copy()}
+    def _observation(self, bar: int) -> dict[str, np.ndarray]:
+        return {"market": self.core.market_window(bar), "account": self._account[0].copy()}
 
     @property
     def equity(self) -> float:

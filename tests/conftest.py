@@ -8,13 +8,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The repository's bundled real data, `data/`."""
     return REPO / "data"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
     """The four real files of `/work/shared/data` (or wherever `shared/` sits); skip without it."""
     path = REPO.parent / "shared" / "data"

@@ -14,15 +14,24 @@ SLIPPAGE = 5e-4  # 5 bps
 def make_env(bars: list[tuple[float, float, float, float]], **overrides) -> TradingEnv:
     """An env over hand-written OHLC bars; the first decision is taken on bar 1's close."""
     frame = pd.DataFrame(
-        bars, columns=["Open", "High", "Low", "Close"],
+        bars,
+        columns=["Open", "High", "Low", "Close"],
         index=pd.date_range("2020-01-01", periods=len(bars), freq="D", name="Date"),
     )
     frame["Volume"] = 1000.0
     config = dict(
-        window=2, initial_equity=1000.0, commission_bps=10.0, slippage_bps=5.0,
-        financing_rate_annual=0.10, borrow_fee_annual=0.05, bars_per_year=100.0,
-        maintenance_margin=0.1, leverage_levels=(1.0, 2.0, 5.0), risk_levels=(0.05, 1.0),
-        episode_length=None, random_start=False,
+        window=2,
+        initial_equity=1000.0,
+        commission_bps=10.0,
+        slippage_bps=5.0,
+        financing_rate_annual=0.10,
+        borrow_fee_annual=0.05,
+        bars_per_year=100.0,
+        maintenance_margin=0.1,
+        leverage_levels=(1.0, 2.0, 5.0),
+        risk_levels=(0.05, 1.0),
+        episode_length=None,
+        random_start=False,
     )
     config.update(overrides)
     env = TradingEnv(frame, **config)
@@ -35,8 +44,9 @@ def act(direction: int, leverage: int, risk: int) -> np.ndarray:
 
 
 def test_leveraged_long_pays_commission_slippage_and_financing():
-    env = make_env([(100, 101, 99, 100), (100, 102, 99, 101), (102, 104, 101, 103),
-                    (103, 105, 102, 104)])
+    env = make_env(
+        [(100, 101, 99, 100), (100, 102, 99, 101), (102, 104, 101, 103), (103, 105, 102, 104)]
+    )
     _, reward, terminated, truncated, info = env.step(act(LONG, 1, 0))  # 2x, risk 5%
     # Fill at bar 2's open, 102, moved up by slippage; 2 x equity of 1000 at the open.
     units = 2 * 1000.0 / 102
@@ -67,8 +77,15 @@ def test_leveraged_long_pays_commission_slippage_and_financing():
 
 
 def test_stop_inside_the_bar_fills_at_the_stop():
-    env = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 99.5, 100),
-                    (99.9, 100, 96, 97), (97, 98, 96, 97)])
+    env = make_env(
+        [
+            (100, 101, 99, 100),
+            (100, 101, 99, 100),
+            (100, 101, 99.5, 100),
+            (99.9, 100, 96, 97),
+            (97, 98, 96, 97),
+        ]
+    )
     env.step(act(LONG, 0, 0))  # 1x, risk 5%: stop 5% below the entry
     units = 1000.0 / 100
     fill = 100 * (1 + SLIPPAGE)
@@ -79,8 +96,15 @@ def test_stop_inside_the_bar_fills_at_the_stop():
     _, _, terminated, _, info = env.step(act(LONG, 0, 0))  # bar 3: low 96 above the stop
     assert not info["stop_hit"]
     assert stop == pytest.approx(95 * (1 + SLIPPAGE), rel=1e-12)
-    env2 = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 99.5, 100),
-                     (99.9, 100, 94, 97), (97, 98, 96, 97)])
+    env2 = make_env(
+        [
+            (100, 101, 99, 100),
+            (100, 101, 99, 100),
+            (100, 101, 99.5, 100),
+            (99.9, 100, 94, 97),
+            (97, 98, 96, 97),
+        ]
+    )
     env2.step(act(LONG, 0, 0))
     _, _, terminated, _, info = env2.step(act(LONG, 0, 0))  # bar 3: low 94 reaches the stop
     exit_fill = stop * (1 - SLIPPAGE)
@@ -93,8 +117,15 @@ def test_stop_inside_the_bar_fills_at_the_stop():
 
 
 def test_gap_through_the_stop_fills_at_the_open():
-    env = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 99.5, 100),
-                    (90, 92, 89, 91), (91, 92, 90, 91)])
+    env = make_env(
+        [
+            (100, 101, 99, 100),
+            (100, 101, 99, 100),
+            (100, 101, 99.5, 100),
+            (90, 92, 89, 91),
+            (91, 92, 90, 91),
+        ]
+    )
     env.step(act(LONG, 0, 0))
     units = 1000.0 / 100
     cash = 1000.0 - units * 100 * (1 + SLIPPAGE) * (1 + COMMISSION)
@@ -107,8 +138,7 @@ def test_gap_through_the_stop_fills_at_the_open():
 
 
 def test_short_pays_the_borrow_fee_and_gains_when_price_falls():
-    env = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 97, 98),
-                    (98, 99, 97, 98)])
+    env = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 97, 98), (98, 99, 97, 98)])
     _, reward, _, _, info = env.step(act(SHORT, 0, 0))
     units = 1000.0 / 100
     fill = 100 * (1 - SLIPPAGE)  # selling fills lower
@@ -123,8 +153,15 @@ def test_short_pays_the_borrow_fee_and_gains_when_price_falls():
 
 
 def test_changing_only_risk_moves_the_stop_without_trading():
-    env = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 99.5, 100),
-                    (99, 100, 60, 70), (70, 71, 69, 70)])
+    env = make_env(
+        [
+            (100, 101, 99, 100),
+            (100, 101, 99, 100),
+            (100, 101, 99.5, 100),
+            (99, 100, 60, 70),
+            (70, 71, 69, 70),
+        ]
+    )
     env.step(act(LONG, 0, 0))
     _, _, _, _, info = env.step(act(LONG, 0, 1))  # risk 100% at 1x: stop at 0, no trade
     assert np.isnan(info["order_fill"]) and info["commission"] == 0
@@ -133,8 +170,15 @@ def test_changing_only_risk_moves_the_stop_without_trading():
 
 
 def test_liquidation_comes_before_a_far_stop_and_terminates():
-    env = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 99.5, 100),
-                    (99, 100, 85, 90), (90, 91, 89, 90)])
+    env = make_env(
+        [
+            (100, 101, 99, 100),
+            (100, 101, 99, 100),
+            (100, 101, 99.5, 100),
+            (99, 100, 85, 90),
+            (90, 91, 89, 90),
+        ]
+    )
     env.step(act(LONG, 2, 1))  # 5x with a 100% risk stop: stop 20% below, liquidation ~11% below
     units = 5 * 1000.0 / 100
     fill = 100 * (1 + SLIPPAGE)
@@ -153,8 +197,15 @@ def test_liquidation_comes_before_a_far_stop_and_terminates():
 
 
 def test_gap_past_liquidation_is_bankruptcy():
-    env = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 99.5, 100),
-                    (150, 151, 149, 150), (150, 151, 149, 150)])
+    env = make_env(
+        [
+            (100, 101, 99, 100),
+            (100, 101, 99, 100),
+            (100, 101, 99.5, 100),
+            (150, 151, 149, 150),
+            (150, 151, 149, 150),
+        ]
+    )
     env.step(act(SHORT, 2, 1))  # 5x short; the price opens 50% higher
     _, reward, terminated, _, info = env.step(act(SHORT, 2, 1))
     assert info["liquidated"] and info["bankrupt"] and terminated
@@ -164,8 +215,15 @@ def test_gap_past_liquidation_is_bankruptcy():
 
 
 def test_going_flat_closes_exactly():
-    env = make_env([(100, 101, 99, 100), (100, 101, 99, 100), (101, 102, 100, 101),
-                    (102, 103, 101, 102), (102, 103, 101, 102)])
+    env = make_env(
+        [
+            (100, 101, 99, 100),
+            (100, 101, 99, 100),
+            (101, 102, 100, 101),
+            (102, 103, 101, 102),
+            (102, 103, 101, 102),
+        ]
+    )
     env.step(act(LONG, 1, 0))
     _, _, _, _, info = env.step(act(FLAT, 0, 0))
     assert info["position"] == 0.0

@@ -25,8 +25,13 @@ def random_walk_frame(n: int, seed: int) -> pd.DataFrame:
     high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, 0.01, n)))
     low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, 0.01, n)))
     return pd.DataFrame(
-        {"Open": open_, "High": high, "Low": low, "Close": close,
-         "Volume": rng.integers(1_000, 10_000, n).astype(float)},
+        {
+            "Open": open_,
+            "High": high,
+            "Low": low,
+            "Close": close,
+            "Volume": rng.integers(1_000, 10_000, n).astype(float),
+        },
         index=pd.date_range("2021-01-01", periods=n, freq="D", name="Date"),
     )
 
@@ -51,8 +56,7 @@ def test_gymnasium_and_sb3_checkers_pass():
 
 @pytest.mark.parametrize("source", ["path", "frame", "market"])
 def test_make_accepts_a_path_a_frame_or_loaded_data(source):
-    data = {"path": GOOGL, "frame": pd.read_csv(GOOGL),
-            "market": load_market_data(GOOGL)}[source]
+    data = {"path": GOOGL, "frame": pd.read_csv(GOOGL), "market": load_market_data(GOOGL)}[source]
     env = gym.make("MultiHeadTrading-v0", data=data, window=32, leverage_levels=(1, 2))
     obs, info = env.reset(seed=1)
     assert obs["market"].shape == (32, 5) and obs["account"].shape == (8,)
@@ -96,8 +100,9 @@ def test_training_episodes_start_at_random_bars_and_last_episode_length():
 def test_evaluation_runs_the_whole_range_and_truncates_at_its_end():
     market = load_market_data(GOOGL)
     splits = chronological_split(market)
-    env = TradingEnv(market, bars=splits.validation, random_start=False, episode_length=None,
-                     window=16)
+    env = TradingEnv(
+        market, bars=splits.validation, random_start=False, episode_length=None, window=16
+    )
     _, info = env.reset()
     assert info["bar"] == splits.validation.start
     n = 0
@@ -113,11 +118,23 @@ def test_evaluation_runs_the_whole_range_and_truncates_at_its_end():
 def test_equity_is_cash_plus_position_value_and_costs_only_reduce_it():
     frame = random_walk_frame(400, seed=5)
     actions = np.random.default_rng(8).integers(0, [3, 2, 1], size=(300, 3))
-    common = dict(window=8, episode_length=None, random_start=False, leverage_levels=(1.0, 2.0),
-                  risk_levels=(1.0,), maintenance_margin=0.0)
+    common = dict(
+        window=8,
+        episode_length=None,
+        random_start=False,
+        leverage_levels=(1.0, 2.0),
+        risk_levels=(1.0,),
+        maintenance_margin=0.0,
+    )
     costly = TradingEnv(frame, **common)
-    free = TradingEnv(frame, commission_bps=0.0, slippage_bps=0.0, financing_rate_annual=0.0,
-                      borrow_fee_annual=0.0, **common)
+    free = TradingEnv(
+        frame,
+        commission_bps=0.0,
+        slippage_bps=0.0,
+        financing_rate_annual=0.0,
+        borrow_fee_annual=0.0,
+        **common,
+    )
     costly.reset(seed=0)
     free.reset(seed=0)
     for action in actions:
@@ -134,8 +151,12 @@ bar_changes = st.lists(st.floats(0.5, 2.0), min_size=1, max_size=200)
 
 
 @settings(max_examples=25, deadline=None)
-@given(cut=st.integers(20, 150), scale=bar_changes, seed=st.integers(0, 10_000),
-       reward=st.sampled_from(["log_return", "differential_sharpe", "drawdown_penalty"]))
+@given(
+    cut=st.integers(20, 150),
+    scale=bar_changes,
+    seed=st.integers(0, 10_000),
+    reward=st.sampled_from(["log_return", "differential_sharpe", "drawdown_penalty"]),
+)
 def test_changing_prices_after_bar_t_changes_nothing_at_or_before_t(cut, scale, seed, reward):
     frame = random_walk_frame(200, seed)
     future = frame.copy()
@@ -180,8 +201,9 @@ def test_batched_accounts_equal_single_envs_with_the_same_seeds(reward):
             assert batched.last_step["equity"][i] == info["equity"]
             assert batched.last_step["commission"][i] == info["commission"]
             if dones[i]:
-                np.testing.assert_array_equal(infos[i]["terminal_observation"]["account"],
-                                              single_obs[i]["account"])
+                np.testing.assert_array_equal(
+                    infos[i]["terminal_observation"]["account"], single_obs[i]["account"]
+                )
                 assert infos[i]["TimeLimit.truncated"] == truncated
                 assert infos[i]["episode_trading"] == info["episode_trading"]
                 single_obs[i], _ = env.reset()
@@ -191,8 +213,15 @@ def test_batched_env_passes_through_sb3_ppo():
     from stable_baselines3 import PPO
 
     env = BatchedTradingEnv(GOOGL, window=8, episode_length=32, n_envs=4)
-    model = PPO("MultiInputPolicy", env, n_steps=16, batch_size=32, n_epochs=1, seed=0,
-                policy_kwargs=dict(net_arch=[16]))
+    model = PPO(
+        "MultiInputPolicy",
+        env,
+        n_steps=16,
+        batch_size=32,
+        n_epochs=1,
+        seed=0,
+        policy_kwargs=dict(net_arch=[16]),
+    )
     model.learn(64)
     assert model.num_timesteps == 64
 

@@ -117,8 +117,9 @@ def trades_from_record(record: pd.DataFrame) -> pd.DataFrame:
     (`_equity_at_open_fill`); after a stop or liquidation it is the bar's closing equity (flat);
     at the end, the last equity. A flip is split at its fill: the old trade takes the move up to
     the fill and the commission on the units it closes, the new trade the rest. Under the env's
-    rules this is exact, not an approximation: flat bars have no costs, so the trades' pnl sums
-    to the record's total equity change. `return_pct` is pnl / equity before entry * 100.
+    rules this is exact, not an approximation (it only assumes one commission rate per bar, which
+    the env has): flat bars have no costs, so the trades' pnl sums to the record's total equity
+    change. `return_pct` is pnl / equity before entry * 100.
     """
     before, at_open = _sides(record)
     open_equity = _equity_at_open_fill(record)
@@ -199,7 +200,11 @@ def _max_drawdown(wealth: np.ndarray) -> float:
 
 
 def _cagr(growth: float, years: float) -> float:
-    """Compound annual growth rate (a fraction) of `growth` = final / initial equity."""
+    """Compound annual growth rate (a fraction) of `growth` = final / initial equity.
+
+    From the total growth over years = bars / bars_per_year. backtesting.py annualises the
+    geometric mean of daily returns instead: the same number for a gapless bar index.
+    """
     if years <= 0:
         return math.nan
     if growth <= 0:
@@ -208,23 +213,31 @@ def _cagr(growth: float, years: float) -> float:
         return float(np.power(growth, 1.0 / years)) - 1.0
 
 
-def _sharpe(excess: np.ndarray, bars_per_year: float) -> float:
-    """Annualised Sharpe ratio of per-bar excess returns; NaN at zero volatility."""
-    if len(excess) < 2:
+def _sharpe(returns: np.ndarray, risk_free_per_bar: float, bars_per_year: float) -> float:
+    """Annualised Sharpe ratio of per-bar returns; NaN at zero volatility (or < 2 returns).
+
+    The arithmetic definition, mean excess / std * sqrt(bars_per_year). backtesting.py divides
+    the geometric annualised return by its own annualised volatility; the two agree for small
+    per-bar returns.
+    """
+    if len(returns) < 2:
         return math.nan
-    std = float(np.std(excess, ddof=1))
-    return float(np.mean(excess)) / std * math.sqrt(bars_per_year) if std > 0 else math.nan
+    # The std of the returns themselves: subtracting the constant rate would only add rounding.
+    std = float(np.std(returns, ddof=1))
+    excess = float(np.mean(returns)) - risk_free_per_bar
+    return excess / std * math.sqrt(bars_per_year) if std > 0 else math.nan
 
 
-def _sortino(excess: np.ndarray, bars_per_year: float) -> float:
-    """Annualised Sortino ratio of per-bar excess returns.
+def _sortino(returns: np.ndarray, risk_free_per_bar: float, bars_per_year: float) -> float:
+    """Annualised Sortino ratio of per-bar returns in excess of the risk-free rate.
 
     Downside deviation = sqrt(mean(min(excess, 0)^2)) over *all* bars (the target downside
     deviation of Sortino & Price, with the risk-free rate as target), as backtesting.py does;
     some references divide by the count of negative bars instead, giving a smaller ratio.
     """
-    if len(excess) == 0:
+    if len(returns) == 0:
         return math.nan
+    excess = returns - risk_free_per_bar
     downside = math.sqrt(float(np.mean(np.minimum(excess, 0.0) ** 2)))
     return _ratio(float(np.mean(excess)) * math.sqrt(bars_per_year), downside)
 
@@ -260,10 +273,10 @@ def compute_metrics(
         raise ValueError("the record needs a starting row with positive equity")
     wealth = _wealth(record["equity"].to_numpy(dtype=float))
     returns = _bar_returns(wealth)
-    excess = returns - risk_free_rate / bars_per_year
+    risk_free_per_bar = risk_free_rate / bars_per_year
     bars = len(record) - 1
     years = bars / bars_per_year
-    growth = wealth[-1] / wealth[0]
+    growth = float(wealth[-1] / wealth[0])
     cagr_pct = _cagr(growth, years) * 100.0
     max_drawdown_pct = _max_drawdown(wealth) * 100.0
     stepped = record.iloc[1:]  # the bars; row 0 is the starting state
@@ -272,14 +285,16 @@ def compute_metrics(
     pnl = trades["pnl"].to_numpy(dtype=float)
     return {
         "total_return_pct": (growth - 1.0) * 100.0,
+        # Plain sqrt-of-time scaling, as in the Sharpe ratio (backtesting.py compounds the
+        # per-bar mean and variance over a year instead).
         "cagr_pct": cagr_pct,
         "volatility_ann_pct": (
             float(np.std(returns, ddof=1)) * math.sqrt(bars_per_year) * 100.0
             if len(returns) >= 2
             else math.nan
         ),
-        "sharpe": _sharpe(excess, bars_per_year),
-        "sortino": _sortino(excess, bars_per_year),
+        "sharpe": _sharpe(returns, risk_free_per_bar, bars_per_year),
+        "sortino": _sortino(returns, risk_free_per_bar, bars_per_year),
         "max_drawdown_pct": max_drawdown_pct,
         "calmar": _ratio(cagr_pct, max_drawdown_pct),
         "win_rate_pct": _mean(pnl > 0) * 100.0,

@@ -1,0 +1,138 @@
+"""compute_features: shapes, hand-computed values, no NaN/inf, and no look-ahead."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envs.features import CLIP, FEATURE_NAMES, compute_features
+from envs.market_data import MarketData, load_market_data
+
+REAL = [
+    "arch_SP500_index_daily.csv",
+    "gymanytrading_EURUSD_1h_ask.csv",
+    "gymanytrading_GOOGL_daily.csv",
+]
+
+
+def market_of(open_, high, low, close, volume=None) -> MarketData:
+    n = len(close)
+    return MarketData(
+        source="<test>",
+        ticker=None,
+        timestamps=np.datetime64("2021-01-04", "ns") + np.arange(n) * np.timedelta64(1, "h"),
+        open=open_,
+        high=high,
+        low=low,
+        close=close,
+        volume=np.zeros(n) if volume is None else volume,
+    )
+
+
+def market_from_closes(close: np.ndarray, volume: np.ndarray | None = None) -> MarketData:
+    """Bars that open at the previous close and range 1% around open and close."""
+    close = np.asarray(close, dtype=np.float64)
+    open_ = np.concatenate([close[:1], close[:-1]])
+    high = np.maximum(open_, close) * 1.01
+    low = np.minimum(open_, close) * 0.99
+    return market_of(open_, high, low, close, volume)
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_files(shared_data_dir, name):
+    features = compute_features(load_market_data(shared_data_dir / name), norm_window=64)
+    assert features.dtype == np.float32 and features.flags.c_contiguous
+    assert features.shape[1] == len(FEATURE_NAMES) == 5
+    assert np.isfinite(features).all() and (np.abs(features) <= CLIP).all()
+    close_return = features[64:, 0]
+    assert 0.7 < close_return.std() < 1.3  # scaled by its own causal volatility
+    assert abs(features[64:, 4].mean()) < 0.5  # a rolling z-score
+
+
+def test_wiki_split_days_stand_out(data_dir):
+    market = load_market_data(data_dir / "wiki_AAPL_FB_GOOG_IBM_MSFT_daily.csv", ticker="AAPL")
+    features = compute_features(market)
+    assert np.isfinite(features).all()
+    split_day = int(np.searchsorted(market.timestamps, np.datetime64("2000-06-21")))
+    assert features[split_day, 0] < -6  # the unadjusted 2:1 split
+
+
+def test_hand_computed_values():
+    market = market_of(
+        open_=[100.0, 101.0, 99.0],
+        high=[102.0, 103.0, 100.0],
+        low=[99.0, 100.0, 97.0],
+        close=[101.0, 102.0, 98.0],
+        volume=[0.0, 10.0, 100.0],
+    )
+    features = compute_features(market, norm_window=2)
+    raw = np.log(
+        [
+            [101 / 100, 100 / 100, 102 / 100, 99 / 100],  # bar 0: previous close := open
+            [102 / 101, 101 / 101, 103 / 101, 100 / 101],
+            [98 / 102, 99 / 102, 100 / 102, 97 / 102],
+        ]
+    )
+    squares = raw[:, 0] ** 2
+    volatility = np.sqrt([squares[0], squares[:2].mean(), squares[1:].mean()])  # window 2
+    np.testing.assert_allclose(features[:, :4], raw / volatility[:, None], rtol=1e-6)
+    zscores = [0.0, 1.0, 1.0]  # of two values, the larger is +1 standard deviation (ddof=0)
+    np.testing.assert_allclose(features[:, 4], zscores, rtol=1e-6)
+    assert features[0, 1] == 0.0  # the first bar opens at its own "previous close"
+
+
+def test_flat_prices_and_zero_volume_give_zeros():
+    features = compute_features(market_of(*[np.full(50, 7.0)] * 4), norm_window=10)
+    np.testing.assert_array_equal(features, np.zeros((50, 5), dtype=np.float32))
+
+
+def test_constant_volume_gives_zero_zscore():
+    market = market_from_closes(np.linspace(10, 20, 100), volume=np.full(100, 12345.0))
+    np.testing.assert_allclose(compute_features(market, norm_window=16)[:, 4], 0.0, atol=1e-6)
+
+
+def test_a_jump_is_bounded_by_the_window_it_sits_in():
+    """The volatility window includes the bar, so |close_return| <= sqrt(norm_window)."""
+    close = np.concatenate([100 * 1.0001 ** np.arange(30), [1000.0, 1000.5]])
+    features = compute_features(market_from_closes(close), norm_window=8)
+    assert np.sqrt(8) * 0.999 < features[30, 0] <= np.sqrt(8)
+
+
+def test_wicks_are_clipped():
+    close = 100 * 1.001 ** np.arange(40)
+    market = market_from_closes(close)
+    high = market.high.copy()
+    high[35] = 1000.0
+    features = compute_features(market_of(market.open, high, market.low, close), norm_window=8)
+    assert features[35, 2] == CLIP and np.isfinite(features).all()
+
+
+def test_norm_window_must_be_at_least_two():
+    with pytest.raises(ValueError, match="norm_window must be >= 2, got 1"):
+        compute_features(market_from_closes(np.ones(5)), norm_window=1)
+
+
+prices = st.floats(min_value=0.01, max_value=1e4, allow_nan=False, allow_infinity=False)
+volumes = st.floats(min_value=0.0, max_value=1e9, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    closes=st.lists(prices, min_size=2, max_size=60),
+    volume=st.lists(volumes, min_size=60, max_size=60),
+    changed=st.lists(prices, min_size=60, max_size=60),
+    cut=st.integers(min_value=0, max_value=58),
+    norm_window=st.integers(min_value=2, max_value=20),
+)
+def test_no_look_ahead(closes, volume, changed, cut, norm_window):
+    """Changing every bar after ``cut`` changes no feature row <= ``cut``."""
+    n = len(closes)
+    cut = min(cut, n - 2)
+    base = market_from_closes(np.array(closes), np.array(volume[:n]))
+    new_closes = np.array(closes[: cut + 1] + changed[: n - cut - 1])
+    new_volume = np.concatenate([volume[: cut + 1], np.array(changed[: n - cut - 1]) * 7])
+    other = market_from_closes(new_closes, new_volume)
+    before = compute_features(base, norm_window)
+    after = compute_features(other, norm_window)
+    np.testing.assert_array_equal(before[: cut + 1], after[: cut + 1])
+    assert np.isfinite(before).all() and np.isfinite(after).all()

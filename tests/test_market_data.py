@@ -1,0 +1,451 @@
+"""load_market_data: the real files, every accepted layout, every refusal and every repair."""
+
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from envs.market_data import DataError, MarketData, load_market_data
+
+WIKI = "wiki_AAPL_FB_GOOG_IBM_MSFT_daily.csv"
+GOOD = """Date,Open,High,Low,Close,Volume
+2021-01-04,10.0,11.0,9.5,10.5,1000
+2021-01-05,10.5,11.5,10.0,11.0,1200
+2021-01-06,11.0,11.2,10.1,10.2,900
+"""
+DATES = ["2021-01-04", "2021-01-05", "2021-01-06"]  # of GOOD
+BARS = ["10.0,11.0,9.5,10.5", "10.5,11.5,10.0,11.0", "11.0,11.2,10.1,10.2"]  # O,H,L,C of GOOD
+
+
+def load_quietly(*args, **kwargs) -> MarketData:
+    """Load and fail on any warning: a clean file must load without one."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return load_market_data(*args, **kwargs)
+
+
+def times(*values: str) -> np.ndarray:
+    return np.array(values, dtype="datetime64[ns]")
+
+
+# --- the real files ------------------------------------------------------------------------------
+
+REAL_FILES = [
+    ("arch_SP500_index_daily.csv", None, 5031, "1999-01-04", "2018-12-31"),
+    ("gymanytrading_EURUSD_1h_ask.csv", None, 6225, "2017-01-01T22:00", "2017-12-29T21:00"),
+    ("gymanytrading_GOOGL_daily.csv", None, 2335, "2009-05-22", "2018-08-29"),
+    (WIKI, "AAPL", 3270, "2000-03-01", "2013-03-01"),
+    (WIKI, "IBM", 3270, "2000-03-01", "2013-03-01"),
+    (WIKI, "MSFT", 3270, "2000-03-01", "2013-03-01"),
+    (WIKI, "GOOG", 2148, "2004-08-19", "2013-03-01"),
+    (WIKI, "FB", 196, "2012-05-18", "2013-03-01"),
+]
+
+
+@pytest.mark.parametrize(("name", "ticker", "rows", "first", "last"), REAL_FILES)
+def test_real_files_load_exactly(shared_data_dir, name, ticker, rows, first, last):
+    market = load_quietly(shared_data_dir / name, ticker=ticker)
+    assert len(market) == rows
+    assert market.timestamps[0] == np.datetime64(first)
+    assert market.timestamps[-1] == np.datetime64(last)
+    assert market.ticker == ticker
+    assert market.timestamps.dtype == np.dtype("datetime64[ns]")
+    assert (np.diff(market.timestamps) > np.timedelta64(0)).all()
+    for values in (market.open, market.high, market.low, market.close, market.volume):
+        assert values.dtype == np.float64 and values.flags.c_contiguous and len(values) == rows
+    assert (market.high >= np.maximum(market.open, market.close)).all()
+    assert (market.low <= np.minimum(market.open, market.close)).all()
+    assert (market.volume > 0).all()
+
+
+def test_bundled_files_match_the_shared_ones(data_dir, shared_data_dir):
+    for name, ticker in [("gymanytrading_GOOGL_daily.csv", None), (WIKI, "GOOG")]:
+        bundled = load_quietly(data_dir / name, ticker=ticker)
+        shared = load_quietly(shared_data_dir / name, ticker=ticker)
+        np.testing.assert_array_equal(bundled.ohlc, shared.ohlc)
+        np.testing.assert_array_equal(bundled.timestamps, shared.timestamps)
+
+
+def test_bars_per_year_daily_and_hourly(shared_data_dir):
+    daily = load_quietly(shared_data_dir / "gymanytrading_GOOGL_daily.csv")
+    hourly = load_quietly(shared_data_dir / "gymanytrading_EURUSD_1h_ask.csv")
+    assert daily.bars_per_year() == pytest.approx(251.8, abs=0.1)
+    assert hourly.bars_per_year() == pytest.approx(6280.6, abs=0.1)
+
+
+def test_adjust_removes_split_jumps(data_dir):
+    raw = load_quietly(data_dir / WIKI, ticker="AAPL")
+    adjusted = load_quietly(data_dir / WIKI, ticker="AAPL", adjust=True)
+    split_day = int(np.searchsorted(raw.timestamps, np.datetime64("2000-06-21")))
+    raw_jump = np.log(raw.close[split_day] / raw.close[split_day - 1])
+    adjusted_jump = np.log(adjusted.close[split_day] / adjusted.close[split_day - 1])
+    assert raw_jump < -0.5  # 2:1 split, unadjusted
+    assert abs(adjusted_jump) < 0.15
+    assert adjusted.close[0] == pytest.approx(4.186662803811)  # the file's Adj Close
+    factor = adjusted.close / raw.close
+    np.testing.assert_allclose(adjusted.ohlc, raw.ohlc * factor[:, None])
+    np.testing.assert_allclose(adjusted.volume, raw.volume / factor)
+
+
+def test_wiki_file_loads_well_under_a_second(data_dir):
+    start = time.perf_counter()
+    load_quietly(data_dir / WIKI, ticker="MSFT", adjust=True)
+    assert time.perf_counter() - start < 0.5
+
+
+# --- tickers -------------------------------------------------------------------------------------
+
+
+def test_several_tickers_need_a_choice(data_dir):
+    with pytest.raises(DataError, match=f"{WIKI}: several tickers .*AAPL, FB, GOOG, IBM, MSFT"):
+        load_market_data(data_dir / WIKI)
+
+
+def test_unknown_ticker_lists_the_tickers_present(data_dir):
+    message = f"{WIKI}: ticker 'TSLA' not found; tickers present: AAPL, FB, GOOG, IBM, MSFT"
+    with pytest.raises(DataError, match=message):
+        load_market_data(data_dir / WIKI, ticker="TSLA")
+
+
+def test_ticker_matching_ignores_case(data_dir):
+    assert load_quietly(data_dir / WIKI, ticker="msft").ticker == "MSFT"
+
+
+def test_single_ticker_column_names_the_data(write_csv):
+    path = write_csv(
+        "Symbol,Date,Open,High,Low,Close\nXYZ,2021-01-04,1,2,1,2\nXYZ,2021-01-05,2,3,1,2\n"
+    )
+    assert load_quietly(path).ticker == "XYZ"
+    with pytest.raises(DataError, match="ticker 'ABC' not found; tickers present: XYZ"):
+        load_market_data(path, ticker="ABC")
+
+
+def test_ticker_labels_data_without_a_ticker_column(write_csv):
+    assert load_quietly(write_csv(GOOD), ticker="ACME").ticker == "ACME"
+
+
+# --- accepted layouts ----------------------------------------------------------------------------
+
+
+def csv_of(header: str, stamps: list[str], sep: str = ",", volume: bool = True) -> str:
+    """A file with the bars of GOOD under ``header`` and the given timestamp cells."""
+    rows = [
+        sep.join([stamp, *bar.split(","), *(["100"] if volume else [])])
+        for stamp, bar in zip(stamps, BARS, strict=True)
+    ]
+    return "\n".join([header, *rows]) + "\n"
+
+
+LAYOUTS = {
+    "iso_date": (
+        csv_of("Date,Open,High,Low,Close,Volume", DATES),
+        DATES,
+    ),
+    "iso_zone_to_utc": (
+        csv_of(
+            "Timestamp,Open,High,Low,Close,Volume",
+            ["2021-01-04T10:00:00+02:00", "2021-01-04T11:00:00+02:00", "2021-01-04T10:00:00Z"],
+        ),
+        ["2021-01-04T08:00", "2021-01-04T09:00", "2021-01-04T10:00"],
+    ),
+    "day_first_dotted_semicolon": (
+        csv_of(
+            "Gmt time;Open;High;Low;Close;Volume",
+            ["31.12.2020 22:00:00.000", "31.12.2020 23:00:00.000", "01.01.2021 00:00:00.000"],
+            sep=";",
+        ),
+        ["2020-12-31T22:00", "2020-12-31T23:00", "2021-01-01T00:00"],
+    ),
+    "day_first_from_a_later_row": (
+        csv_of("date,open,high,low,close,volume", ["11/12/2018", "12/12/2018", "13/12/2018"]),
+        ["2018-12-11", "2018-12-12", "2018-12-13"],
+    ),
+    "month_first": (
+        csv_of("Date,Open,High,Low,Close,Volume", ["1/4/1999", "1/5/1999", "1/13/1999"]),
+        ["1999-01-04", "1999-01-05", "1999-01-13"],
+    ),
+    "unix_seconds_short_names_tab": (
+        csv_of("unix\to\th\tl\tc\tv", ["1609754400", "1609758000", "1609761600"], sep="\t"),
+        ["2021-01-04T10:00", "2021-01-04T11:00", "2021-01-04T12:00"],
+    ),
+    "unix_milliseconds": (
+        csv_of("Time,Open,High,Low,Close,Vol", ["1609754400000", "1609758000000", "1609761600500"]),
+        ["2021-01-04T10:00", "2021-01-04T11:00", "2021-01-04T12:00:00.5"],
+    ),
+    "newest_first_sorted": (
+        csv_of("Date,Open,High,Low,Close,Volume", ["2021-01-06", "2021-01-05", "2021-01-04"]),
+        DATES,
+    ),
+    "unnamed_first_column": (
+        csv_of(",Open,High,Low,Close", DATES, volume=False),
+        DATES,
+    ),
+    "separate_date_and_time_columns": (
+        csv_of(
+            "<DATE>\t<TIME>\t<OPEN>\t<HIGH>\t<LOW>\t<CLOSE>\t<VOL>",
+            ["2021.01.04\t23:00:00", "2021.01.05\t00:00:00", "2021.01.05\t01:00:00"],
+            sep="\t",
+        ),
+        ["2021-01-04T23:00", "2021-01-05T00:00", "2021-01-05T01:00"],
+    ),
+    "banner_lines_extra_columns_quotes_bom": (
+        "\ufeffPrices exported by some broker\n\n"
+        '"Date Time","Open","High","Low","Close","Volume","Comment"\n'
+        '"2021-01-04 09:30",10.0,11.0,9.5,10.5,100,a\n'
+        "2021-01-05 09:30,10.5,11.5,10.0,11.0,100,b\n"
+        "2021-01-06 09:30,11.0,11.2,10.1,10.2,100,c\n",
+        ["2021-01-04T09:30", "2021-01-05T09:30", "2021-01-06T09:30"],
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_accepted_layouts(write_csv, layout):
+    text, expected = LAYOUTS[layout]
+    market = load_quietly(write_csv(text))
+    np.testing.assert_array_equal(market.timestamps, times(*expected))
+    if layout == "newest_first_sorted":
+        np.testing.assert_array_equal(market.close, [10.2, 11.0, 10.5])
+    else:
+        np.testing.assert_array_equal(market.close, [10.5, 11.0, 10.2])
+
+
+@pytest.mark.parametrize(
+    ("stamps", "expected"),
+    [
+        (["01/02/2021", "01/03/2021", "01/04/2021"], ["2021-01-02", "2021-01-03", "2021-01-04"]),
+        (["01.02.2021", "02.02.2021", "03.02.2021"], ["2021-02-01", "2021-02-02", "2021-02-03"]),
+    ],
+    ids=["slashes_month_first", "dots_day_first"],
+)
+def test_ambiguous_dates_follow_the_rule_and_warn(write_csv, stamps, expected):
+    path = write_csv(csv_of("Date,Open,High,Low,Close,Volume", stamps))
+    with pytest.warns(UserWarning, match="prices.csv: column 'Date' read as .* both fit"):
+        market = load_market_data(path)
+    np.testing.assert_array_equal(market.timestamps, times(*expected))
+
+
+def test_adjust_accepts_adjusted_close_aliases(write_csv):
+    text = (
+        "date,o,h,l,c,adjusted_close,v\n2021-01-04,10,12,8,10,5,100\n2021-01-05,10,12,8,11,5.5,100"
+    )
+    market = load_quietly(write_csv(text + "\n"), adjust=True)
+    np.testing.assert_allclose(market.ohlc, [[5, 6, 4, 5], [5, 6, 4, 5.5]])
+    np.testing.assert_allclose(market.volume, [200, 200])
+
+
+def test_dataframe_with_datetime_index():
+    index = pd.date_range("2021-01-04 09:00", periods=3, freq="h", tz="America/New_York")
+    frame = pd.DataFrame(
+        {"Open": [1.0, 2, 3], "High": [2.0, 3, 4], "Low": [1.0, 1, 2], "Close": [2.0, 2, 3]},
+        index=index,
+    )
+    market = load_quietly(frame)
+    np.testing.assert_array_equal(
+        market.timestamps, times("2021-01-04T14:00", "2021-01-04T15:00", "2021-01-04T16:00")
+    )
+    assert market.source == "<DataFrame>"
+    np.testing.assert_array_equal(market.volume, [0.0, 0.0, 0.0])
+
+
+def test_dataframe_read_back_with_an_unnamed_index_column(tmp_path):
+    original = pd.DataFrame(
+        {"open": [1.0, 2.0], "high": [2.0, 3.0], "low": [1.0, 1.0], "close": [2.0, 2.5]},
+        index=pd.to_datetime(["2021-01-04", "2021-01-05"]),
+    )
+    original.to_csv(tmp_path / "p.csv")
+    market = load_quietly(pd.read_csv(tmp_path / "p.csv"))
+    np.testing.assert_array_equal(market.timestamps, times("2021-01-04", "2021-01-05"))
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+
+def replace_cell(line: int, column: int, value: str) -> str:
+    """GOOD with the cell at 1-based ``line`` and 0-based ``column`` replaced."""
+    lines = GOOD.splitlines()
+    cells = lines[line - 1].split(",")
+    cells[column] = value
+    lines[line - 1] = ",".join(cells)
+    return "\n".join(lines) + "\n"
+
+
+REFUSED = {
+    "non_numeric": (
+        replace_cell(3, 1, "abc"),
+        ["line 3", "column 'Open'", "a finite number", "'abc'"],
+    ),
+    "infinite": (replace_cell(2, 4, "inf"), ["line 2", "column 'Close'", "'inf'"]),
+    "empty_price": (replace_cell(4, 4, ""), ["line 4", "column 'Close'", "an empty value"]),
+    "nan_price": (replace_cell(2, 2, "NaN"), ["line 2", "column 'High'", "an empty value"]),
+    "zero_price": (replace_cell(3, 3, "0"), ["line 3", "column 'Low'", "price > 0", "'0'"]),
+    "negative_price": (replace_cell(2, 1, "-1"), ["line 2", "column 'Open'", "'-1'"]),
+    "high_below_close": (
+        replace_cell(4, 2, "10.9"),
+        ["line 4", "column 'High'", "high >= max(open, close)", "'10.9'"],
+    ),
+    "low_above_open": (
+        replace_cell(2, 3, "10.2"),
+        ["line 2", "column 'Low'", "low <= min(open, close)", "'10.2'"],
+    ),
+    "negative_volume": (replace_cell(3, 5, "-5"), ["line 3", "column 'Volume'", "'-5'"]),
+    "non_numeric_volume": (replace_cell(3, 5, "lots"), ["line 3", "column 'Volume'", "'lots'"]),
+    "duplicate_timestamps": (
+        replace_cell(4, 0, "2021-01-04"),
+        ["line 2 and line 4", "column 'Date'", "2021-01-04 00:00:00 twice"],
+    ),
+    "bad_timestamp": (
+        replace_cell(3, 0, "2021-13-45"),
+        ["line 3", "column 'Date'", "'2021-13-45'"],
+    ),
+    "empty_timestamp": (replace_cell(3, 0, ""), ["line 3", "column 'Date'", "an empty value"]),
+    "mixed_date_formats": (replace_cell(4, 0, "01/06/2021"), ["line 4", "'01/06/2021'"]),
+    "unix_unit_changes": (
+        csv_of("unix,o,h,l,c,v", ["1609754400", "1609758000000", "1609761600"]),
+        ["line 3", "column 'unix'", "unix seconds like line 2", "'1609758000000'"],
+    ),
+    "ragged_row": (
+        GOOD.replace(",1200", ",1200,7"),
+        ["line 3", "expected 6 fields as in the header, found 7"],
+    ),
+    "banner_counts_in_line_numbers": (
+        "exported 2021-01-07\n" + replace_cell(3, 1, "abc"),
+        ["line 4", "column 'Open'", "'abc'"],
+    ),
+    "missing_column": (
+        "Date,Open,High,Close\n2021-01-04,1,2,1\n",
+        ["missing column low; found: Date, Open, High, Close"],
+    ),
+    "missing_timestamp_column": (
+        "Open,High,Low,Close\n1,2,1,1\n",
+        ["missing column timestamp"],
+    ),
+    "two_volume_columns": (
+        GOOD.replace("Volume", "Volume,Vol").replace("\n2", ",1\n2").replace("900\n", "900,1\n"),
+        ["columns 'Volume' and 'Vol' all mean volume"],
+    ),
+    "no_header": ("a,b,c\n1,2,3\n", ["no header line", "'a,b,c'"]),
+    "empty_file": ("", ["the file is empty"]),
+    "header_only": ("Date,Open,High,Low,Close\n", ["0 data rows", "min_rows=2"]),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_refused_with_one_line_naming_file_row_and_column(write_csv, case):
+    text, pieces = REFUSED[case]
+    with pytest.raises(DataError) as caught:
+        load_market_data(write_csv(text))
+    message = str(caught.value)
+    assert message.startswith("prices.csv: ")
+    assert "\n" not in message
+    for piece in pieces:
+        assert piece in message
+
+
+def test_too_few_rows(write_csv):
+    with pytest.raises(DataError, match=r"prices.csv: 3 data rows, expected at least min_rows=4"):
+        load_market_data(write_csv(GOOD), min_rows=4)
+
+
+def test_adjust_without_adjusted_close(write_csv):
+    with pytest.raises(DataError, match=r"missing column Adj Close \(adjust=True needs it\)"):
+        load_market_data(write_csv(GOOD), adjust=True)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DataError, match=r"nothing\.csv: file not found"):
+        load_market_data(tmp_path / "nothing.csv")
+
+
+def test_dataframe_errors_name_the_index_label():
+    frame = pd.DataFrame(
+        {"Open": [1.0, 2.0], "High": [2.0, 1.5], "Low": [1.0, 1.0], "Close": [2.0, 1.8]},
+        index=pd.Index(pd.to_datetime(["2021-01-04", "2021-01-05"]), name="Date"),
+    )
+    with pytest.raises(DataError, match="<DataFrame>: row 2021-01-05, column 'High'"):
+        load_market_data(frame)
+
+
+def test_count_of_offending_rows(write_csv):
+    text = GOOD.replace("11.0,9.5", "x,9.5").replace("11.5,10.0", "y,10.0")
+    with pytest.raises(DataError, match=r"line 2, column 'High'.* \(2 rows like this\)"):
+        load_market_data(write_csv(text))
+
+
+# --- repairs -------------------------------------------------------------------------------------
+
+
+def test_missing_volume_set_to_zero_with_one_warning(write_csv):
+    text = GOOD.replace(",1000\n", ",\n").replace(",900\n", ",NaN\n")
+    with pytest.warns(UserWarning, match=r"prices.csv: 2 rows with missing volume set to 0") as got:
+        market = load_market_data(write_csv(text))
+    assert len(got) == 1
+    np.testing.assert_array_equal(market.volume, [0.0, 1200.0, 0.0])
+
+
+def test_empty_rows_dropped_with_one_warning_and_lines_still_right(write_csv):
+    lines = GOOD.splitlines()
+    text = "\n".join([lines[0], lines[1], "", ",,,,,", lines[2], lines[3].replace("11.2", "x")])
+    with pytest.raises(DataError, match="line 6, column 'High'"):  # warnings come on success
+        load_market_data(write_csv(text + "\n"))
+    text = "\n".join([lines[0], lines[1], "", ",,,,,", lines[2], lines[3]])
+    with pytest.warns(UserWarning, match=r"2 empty rows dropped \(first: line 3\)") as got:
+        assert len(load_market_data(write_csv(text + "\n"))) == 3
+    assert len(got) == 1
+
+
+def test_no_volume_column_gives_zeros_quietly(write_csv):
+    market = load_quietly(write_csv(csv_of("Date,Open,High,Low,Close", DATES, volume=False)))
+    np.testing.assert_array_equal(market.volume, [0.0, 0.0, 0.0])
+
+
+# --- MarketData ----------------------------------------------------------------------------------
+
+
+def test_market_data_arrays_and_ohlc(write_csv):
+    market = load_quietly(write_csv(GOOD))
+    ohlc = market.ohlc
+    assert ohlc is market.ohlc  # cached
+    assert ohlc.shape == (3, 4) and ohlc.dtype == np.float64 and ohlc.flags.c_contiguous
+    np.testing.assert_array_equal(ohlc[1], [10.5, 11.5, 10.0, 11.0])
+    with pytest.raises(ValueError, match="read-only"):
+        market.close[0] = 1.0
+    assert "3 bars, 2021-01-04 00:00:00 .. 2021-01-06 00:00:00" in repr(market)
+
+
+def test_slice(write_csv):
+    market = load_quietly(write_csv(GOOD))
+    part = market.slice(1, 3)
+    assert len(part) == 2 and part.source == market.source
+    np.testing.assert_array_equal(part.ohlc, market.ohlc[1:3])
+    np.testing.assert_array_equal(part.timestamps, market.timestamps[1:3])
+    for start, stop in [(2, 2), (-1, 2), (0, 4)]:
+        with pytest.raises(ValueError, match="needs 0 <= start < stop <= 3"):
+            market.slice(start, stop)
+
+
+def test_market_data_passes_through(write_csv):
+    market = load_quietly(write_csv(GOOD))
+    assert load_market_data(market) is market
+    labelled = load_market_data(market, ticker="ACME")
+    assert labelled.ticker == "ACME" and load_market_data(labelled, ticker="acme") is labelled
+    with pytest.raises(DataError, match="ticker 'XYZ' not found; the data holds ACME"):
+        load_market_data(labelled, ticker="XYZ")
+    with pytest.raises(DataError, match="3 data rows, expected at least min_rows=10"):
+        load_market_data(market, min_rows=10)
+
+
+def test_constructor_checks_shapes():
+    with pytest.raises(ValueError, match=r"MarketData.close has shape \(1,\), expected \(2,\)"):
+        MarketData(
+            source="x",
+            ticker=None,
+            timestamps=times("2021-01-04", "2021-01-05"),
+            open=[1.0, 1.0],
+            high=[1.0, 1.0],
+            low=[1.0, 1.0],
+            close=[1.0],
+            volume=[0.0, 0.0],
+        )
