@@ -60,9 +60,24 @@ class ProtocolFloor(gym.Env):
         return {"market": self._market.copy(), "account": self._account.copy()}
 
     def step(self, action):
-        info = {k: 0.0 for k in ("equity", "cash", "position", "exposure", "price", "order_fill",
-                                 "exit_fill", "traded_notional", "commission", "slippage",
-                                 "financing", "borrow", "costs")}
+        info = {
+            k: 0.0
+            for k in (
+                "equity",
+                "cash",
+                "position",
+                "exposure",
+                "price",
+                "order_fill",
+                "exit_fill",
+                "traded_notional",
+                "commission",
+                "slippage",
+                "financing",
+                "borrow",
+                "costs",
+            )
+        }
         info["action"] = {"direction": "long", "leverage": 1.0, "risk": 0.01}
         return self._obs(), 0.0, False, False, info
 
@@ -77,8 +92,9 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     frame = pd.read_csv(DATA, index_col="Date")
-    reference = gym.make("stocks-v0", df=frame, window_size=WINDOW,
-                         frame_bound=(WINDOW, len(frame)))
+    reference = gym.make(
+        "stocks-v0", df=frame, window_size=WINDOW, frame_bound=(WINDOW, len(frame))
+    )
     ours = gym.make("MultiHeadTrading-v0", data=str(DATA), window=WINDOW)
     floor = ProtocolFloor(ours.unwrapped)
     ours_actions = list(rng.integers(0, ours.action_space.nvec, size=(10_000, 3)))
@@ -101,8 +117,10 @@ def main() -> None:
         calls += len(batch_actions)
     batch = calls * args.accounts / (time.perf_counter() - start)
 
-    print(f"machine: {platform.processor() or platform.machine()}, "
-          f"python {platform.python_version()}, numpy {np.__version__}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, "
+        f"python {platform.python_version()}, numpy {np.__version__}"
+    )
     print(f"data: {DATA.name}, window {WINDOW}")
     print(f"{'environment':48s} {'steps/s':>12s} {'ratio':>7s}")
     rows = [
@@ -113,8 +131,10 @@ def main() -> None:
     ]
     for name, value in rows:
         print(f"{name:48s} {value:12,.0f} {value / ref:7.2f}x")
-    print(f"targets: single >= 2x -> {'met' if single >= 2 * ref else 'NOT met'}; "
-          f"batched >= 20x -> {'met' if batch >= 20 * ref else 'NOT met'}")
+    print(
+        f"targets: single >= 2x -> {'met' if single >= 2 * ref else 'NOT met'}; "
+        f"batched >= 20x -> {'met' if batch >= 20 * ref else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -80,8 +80,10 @@ class BatchedTradingEnv(VecEnv):
             last_market = self.core.market_windows(self._bars[finished])  # [n_finished, W, F]
             last_account = self._account[finished]  # [n_finished, A]
             for j, i in enumerate(finished):  # finished accounts only; the step has no such loop
-                infos[i]["terminal_observation"] = {"market": last_market[j],
-                                                    "account": last_account[j]}
+                infos[i]["terminal_observation"] = {
+                    "market": last_market[j],
+                    "account": last_account[j],
+                }
                 infos[i]["TimeLimit.truncated"] = bool(self._out[i, ex.TRUNCATED])
                 infos[i]["episode_trading"] = self.core.episode_summary(self._state, i)
             self._reset_accounts(finished)
@@ -116,19 +118,26 @@ class BatchedTradingEnv(VecEnv):
         """The attribute of this env, once per selected account (accounts share one env)."""
         return [getattr(self, attr_name)] * len(self._get_indices(indices))
 
-    def set_attr(self, attr_name: str, value: Any,
-                 indices: Iterable[int] | int | None = None) -> None:
+    def set_attr(
+        self, attr_name: str, value: Any, indices: Iterable[int] | int | None = None
+    ) -> None:
         """Set an attribute on this env (shared by all accounts)."""
         setattr(self, attr_name, value)
 
-    def env_method(self, method_name: str, *method_args: Any,
-                   indices: Iterable[int] | int | None = None, **method_kwargs: Any) -> list[Any]:
+    def env_method(
+        self,
+        method_name: str,
+        *method_args: Any,
+        indices: Iterable[int] | int | None = None,
+        **method_kwargs: Any,
+    ) -> list[Any]:
         """Call a method of this env once per selected account."""
         method = getattr(self, method_name)
         return [method(*method_args, **method_kwargs) for _ in self._get_indices(indices)]
 
-    def env_is_wrapped(self, wrapper_class: type,
-                       indices: Iterable[int] | int | None = None) -> list[bool]:
+    def env_is_wrapped(
+        self, wrapper_class: type, indices: Iterable[int] | int | None = None
+    ) -> list[bool]:
         """Accounts are not gymnasium envs, so none is wrapped."""
         return [False] * len(self._get_indices(indices))
 

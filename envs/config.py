@@ -12,7 +12,9 @@ RewardKind = Literal["log_return", "differential_sharpe", "drawdown_penalty"]
 class EnvConfig:
     """Market, execution and reward settings of a `TradingEnv` (and of the batched env)."""
 
-    window: int = 64  # bars of market features in one observation (bar t and the window-1 before it)
+    window: int = (
+        64  # bars of market features in one observation (bar t and the window-1 before it)
+    )
     long_only: bool = False  # True drops `short`: the direction head chooses flat / long only
     leverage_levels: tuple[float, ...] = (1.0, 2.0, 3.0, 5.0)  # position notional / equity
     risk_levels: tuple[float, ...] = (0.01, 0.02, 0.05, 0.10)  # equity share lost before the stop
@@ -41,28 +43,41 @@ class EnvConfig:
             ("window", self.window >= 2, "an integer >= 2"),
             ("leverage_levels", len(self.leverage_levels) >= 1, "at least one level"),
             ("leverage_levels", all(x > 0 for x in self.leverage_levels), "levels > 0"),
-            ("leverage_levels", len(set(self.leverage_levels)) == len(self.leverage_levels),
-             "distinct levels"),
+            (
+                "leverage_levels",
+                len(set(self.leverage_levels)) == len(self.leverage_levels),
+                "distinct levels",
+            ),
             ("risk_levels", len(self.risk_levels) >= 1, "at least one level"),
             ("risk_levels", all(x > 0 for x in self.risk_levels), "levels > 0"),
-            ("risk_levels", len(set(self.risk_levels)) == len(self.risk_levels),
-             "distinct levels"),
+            ("risk_levels", len(set(self.risk_levels)) == len(self.risk_levels), "distinct levels"),
             ("initial_equity", self.initial_equity > 0, "a positive number"),
             ("commission_bps", self.commission_bps >= 0, "a number >= 0"),
             ("slippage_bps", self.slippage_bps >= 0, "a number >= 0"),
             ("financing_rate_annual", self.financing_rate_annual >= 0, "a number >= 0"),
             ("borrow_fee_annual", self.borrow_fee_annual >= 0, "a number >= 0"),
             ("maintenance_margin", 0 <= self.maintenance_margin < 1, "a number in [0, 1)"),
-            ("maintenance_margin",
-             self.maintenance_margin * max(self.leverage_levels, default=0.0) < 1,
-             "maintenance_margin * max(leverage_levels) < 1 (a new position must not start "
-             "below maintenance)"),
-            ("bars_per_year", self.bars_per_year is None or self.bars_per_year > 0,
-             "a positive number or null"),
-            ("episode_length", self.episode_length is None or self.episode_length >= 1,
-             "an integer >= 1 or null"),
-            ("reward", self.reward in ("log_return", "differential_sharpe", "drawdown_penalty"),
-             "one of log_return, differential_sharpe, drawdown_penalty"),
+            (
+                "maintenance_margin",
+                self.maintenance_margin * max(self.leverage_levels, default=0.0) < 1,
+                "maintenance_margin * max(leverage_levels) < 1 (a new position must not start "
+                "below maintenance)",
+            ),
+            (
+                "bars_per_year",
+                self.bars_per_year is None or self.bars_per_year > 0,
+                "a positive number or null",
+            ),
+            (
+                "episode_length",
+                self.episode_length is None or self.episode_length >= 1,
+                "an integer >= 1 or null",
+            ),
+            (
+                "reward",
+                self.reward in ("log_return", "differential_sharpe", "drawdown_penalty"),
+                "one of log_return, differential_sharpe, drawdown_penalty",
+            ),
             ("sharpe_eta", 0 < self.sharpe_eta < 1, "a number in (0, 1)"),
             ("drawdown_penalty", self.drawdown_penalty >= 0, "a number >= 0"),
             ("volume_window", self.volume_window >= 2, "an integer >= 2"),

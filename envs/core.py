@@ -35,7 +35,9 @@ class TradingCore:
         self.timestamps = market.timestamps
         bars = range(0, len(market)) if bars is None else bars
         if bars.step != 1 or bars.start < 0 or bars.stop > len(market):
-            raise ValueError(f"bars must be a contiguous range inside [0, {len(market)}), got {bars}")
+            raise ValueError(
+                f"bars must be a contiguous range inside [0, {len(market)}), got {bars}"
+            )
         # Decision bars: the window must fit before the first, and a next bar must follow the last.
         self.first_bar = max(bars.start, config.window - 1)
         self.end_bar = bars.stop - 1  # the last bar an order can fill on; episodes end there
@@ -72,10 +74,8 @@ class TradingCore:
         self.params[ex.P_END_BAR] = self.end_bar
         self.params[ex.P_EPISODE_LENGTH] = self.episode_length
         # Python lists: reading them is several times cheaper than numpy scalars in `step_info`.
-        self._labels = (list(config.direction_names), self.leverages.tolist(),
-                        self.risks.tolist())
+        self._labels = (list(config.direction_names), self.leverages.tolist(), self.risks.tolist())
         self._closes = self.ohlc[:, 3].tolist()
-
 
     def draw_start(self, rng: np.random.Generator) -> int:
         """First decision bar of a new episode: random when configured, else the range start."""
@@ -88,17 +88,39 @@ class TradingCore:
         """Allocate the state [n, N_STATE] and bar index [n] arrays of n accounts."""
         return np.zeros((n, ex.N_STATE)), np.zeros(n, dtype=np.int64)
 
-    def reset(self, state: np.ndarray, bars: np.ndarray, index: np.ndarray, starts: np.ndarray,
-              account_obs: np.ndarray) -> None:
+    def reset(
+        self,
+        state: np.ndarray,
+        bars: np.ndarray,
+        index: np.ndarray,
+        starts: np.ndarray,
+        account_obs: np.ndarray,
+    ) -> None:
         """Start fresh episodes for accounts `index` at `starts` and refresh all account obs."""
         ex.reset_accounts(state, bars, index, starts, self.config.initial_equity)
         ex.observe_accounts(state, bars, self.ohlc, account_obs)
 
-    def step(self, state: np.ndarray, bars: np.ndarray, actions: np.ndarray, out: np.ndarray,
-             account_obs: np.ndarray) -> None:
+    def step(
+        self,
+        state: np.ndarray,
+        bars: np.ndarray,
+        actions: np.ndarray,
+        out: np.ndarray,
+        account_obs: np.ndarray,
+    ) -> None:
         """Step every account one bar (see `envs.execution`)."""
-        ex.step_accounts(state, bars, actions, self.ohlc, self.sides, self.leverages, self.risks,
-                         self.params, out, account_obs)
+        ex.step_accounts(
+            state,
+            bars,
+            actions,
+            self.ohlc,
+            self.sides,
+            self.leverages,
+            self.risks,
+            self.params,
+            out,
+            account_obs,
+        )
 
     def market_window(self, bar: int) -> np.ndarray:
         """A fresh copy of the feature window [W, F] that ends at `bar`."""
@@ -113,14 +135,26 @@ class TradingCore:
         """The action of each head by name: direction label, leverage and risk levels."""
         direction, leverage, risk = action.tolist()
         names, leverages, risks = self._labels
-        return {"direction": names[direction], "leverage": leverages[leverage],
-                "risk": risks[risk]}
+        return {"direction": names[direction], "leverage": leverages[leverage], "risk": risks[risk]}
 
-    def step_info(self, state: np.ndarray, bars: np.ndarray, out: np.ndarray, i: int,
-                  action: np.ndarray) -> dict[str, Any]:
+    def step_info(
+        self, state: np.ndarray, bars: np.ndarray, out: np.ndarray, i: int, action: np.ndarray
+    ) -> dict[str, Any]:
         """The info dict of account i after a step."""
-        (_, order_fill, exit_fill, traded, commission, slippage, financing, borrow, stop_hit,
-         liquidated, bankrupt, *_) = out[i].tolist()
+        (
+            _,
+            order_fill,
+            exit_fill,
+            traded,
+            commission,
+            slippage,
+            financing,
+            borrow,
+            stop_hit,
+            liquidated,
+            bankrupt,
+            *_,
+        ) = out[i].tolist()
         cash, qty, *_, equity = state[i, : ex.EQUITY + 1].tolist()
         bar = bars[i].item()
         close = self._closes[bar]

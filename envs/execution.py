@@ -282,8 +282,13 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
     observe_accounts(state, bars, ohlc, account_obs)
 
 
-def reset_accounts(state: np.ndarray, bars: np.ndarray, index: np.ndarray, starts: np.ndarray,
-                   initial_equity: float) -> None:
+def reset_accounts(
+    state: np.ndarray,
+    bars: np.ndarray,
+    index: np.ndarray,
+    starts: np.ndarray,
+    initial_equity: float,
+) -> None:
     """Start fresh episodes for the accounts `index` at bars `starts` (all flat, full equity)."""
     state[index] = 0.0
     state[index, CASH] = initial_equity

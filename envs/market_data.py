@@ -13,8 +13,9 @@ Recognised input
   `DatetimeIndex` or an index named like a timestamp column. Other columns are ignored.
 * Timestamps: ISO 8601 with or without a time and a zone; day-first (``31.12.2018 22:00:00.000``,
   ``31/12/2018``); month-first (``12/31/2018``); other shapes pandas can name one format for
-  (``Jan 4, 1999``); unix seconds (9 to 11 digits) or milliseconds (12 to 14 digits). A zone is
-  converted to UTC and dropped. The whole column is parsed with one format.
+  (``Jan 4, 1999``), always with a four-digit year; unix seconds (9 to 11 digits) or milliseconds
+  (12 to 14 digits). A zone is converted to UTC and dropped. The whole column is parsed with one
+  format, named from its first value.
 * Day-first or month-first is read from the data: the order under which every row parses wins.
   When both do (no day above 12 anywhere), dotted dates (``DD.MM.YYYY``) are read day-first by
   convention and others month-first, with a warning that says so.
@@ -36,7 +37,8 @@ meaning, rows with more fields than the header, a missing or non-numeric or non-
 open/high/low/close (or adjusted close with ``adjust=True``), a price <= 0, high below
 max(open, close), low above min(open, close), a non-numeric or negative volume, a missing or
 unparseable timestamp, duplicate timestamps, fewer than ``min_rows`` rows, and a missing or
-unknown ticker. "Missing" means empty, whitespace, or one of ``nan na n/a null none``.
+unknown ticker. "Missing" means empty, whitespace, or one of ``nan na n/a #n/a null none`` in any
+case (a ticker column keeps such words: ``NA`` can be a ticker).
 
 Row numbers in messages are the line numbers an editor shows (the header is line 1 when there is
 no banner); for a DataFrame they are its index labels.
@@ -255,29 +257,42 @@ def _file_table(path: Path) -> _Table:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     header_index, sep, header = _find_header(path)
+    first_line = header_index + 2  # 1-based line number of the first data row
+    width = len(header)
     # Missing-value words become NaN, except in a ticker column (where "NA" may be a ticker).
     na_values = {i: [""] if _is_ticker(name) else _NA_TOKENS for i, name in enumerate(header)}
+    na_values[width] = [""]
     try:
-        frame = pd.read_csv(
-            path,
-            sep=sep,
-            skiprows=header_index + 1,
-            header=None,
-            names=range(len(header)),
-            dtype=str,
-            na_values=na_values,
-            keep_default_na=False,
-            skipinitialspace=True,
-            skip_blank_lines=False,  # keep line numbers right; blank rows are dropped later
-            encoding="utf-8-sig",
-            encoding_errors="replace",
-        )
-    except pd.errors.EmptyDataError:
-        frame = pd.DataFrame({i: pd.Series(dtype=str) for i in range(len(header))})
+        with warnings.catch_warnings():  # pandas only warns where it drops a long first row's end
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(
+                path,
+                sep=sep,
+                skiprows=header_index + 1,
+                header=None,
+                names=range(width + 1),  # one spare column catches a field beyond the header
+                index_col=False,
+                dtype=str,
+                na_values=na_values,
+                keep_default_na=False,
+                skipinitialspace=True,
+                skip_blank_lines=False,  # keep line numbers right; blank rows are dropped later
+                encoding="utf-8-sig",
+                encoding_errors="replace",
+            )
+    except pd.errors.ParserWarning:
+        raise DataError(
+            f"{path.name}: line {first_line}: expected {width} fields as in the header, found more"
+        ) from None
     except pd.errors.ParserError as err:
-        raise DataError(f"{path.name}: {_describe_parser_error(err)}") from None
-    first_line = header_index + 2  # 1-based line number of the first data row
+        raise DataError(f"{path.name}: {_describe_parser_error(err, width)}") from None
     labels = np.arange(first_line, first_line + len(frame))
+    extra = frame.pop(width).notna().to_numpy()  # a trailing separator leaves it empty
+    if extra.any():
+        raise DataError(
+            f"{path.name}: line {labels[extra.argmax()]}: expected {width} fields as in the "
+            f"header, found more"
+        )
     return _Table(path.name, str(path), frame, header, labels, "line")
 
 
@@ -317,12 +332,12 @@ def _normalise(name: object) -> str:
     return re.sub(r"[^0-9a-z]", "", str(name).lower())
 
 
-def _describe_parser_error(err: pd.errors.ParserError) -> str:
+def _describe_parser_error(err: pd.errors.ParserError, width: int) -> str:
     match = _PARSER_ERROR.search(str(err))
     if match is None:
         return "cannot be read as CSV: " + " ".join(str(err).split())
-    fields, line, saw = match.groups()
-    return f"line {line}: expected {fields} fields as in the header, found {saw}"
+    line, saw = match.group(2), match.group(3)
+    return f"line {line}: expected {width} fields as in the header, found {saw}"
 
 
 def _frame_table(df: pd.DataFrame) -> _Table:
@@ -382,7 +397,7 @@ def _map_columns(table: _Table, adjust: bool) -> dict[str, list[int]]:
 
 def _drop_empty_rows(table: _Table, notes: list[str]) -> _Table:
     """Drop rows whose every cell is missing, noting how many."""
-    candidates = np.flatnonzero(table.frame[0].isna()) if len(table.header) else []
+    candidates = np.flatnonzero(table.frame[0].isna())
     if len(candidates) == 0:
         return table
     empty = candidates[table.frame.iloc[candidates].isna().all(axis=1).to_numpy()]
@@ -598,7 +613,8 @@ def _parse_text_times(table: _Table, column: int, notes: list[str]) -> pd.Series
 def _candidate_formats(first: str) -> list[str]:
     """Formats that read ``first``: one, or [preferred, other] when day and month can swap.
 
-    Dotted dates prefer day-first (``DD.MM.YYYY`` is the convention); others month-first.
+    Dotted dates prefer day-first (``DD.MM.YYYY`` is the convention); others month-first. A
+    format without a four-digit year (``1/4/99``, ``22:00``) is not offered.
     """
     with warnings.catch_warnings():  # pandas warns when a day above 12 forces day-first
         warnings.simplefilter("ignore")
@@ -606,7 +622,7 @@ def _candidate_formats(first: str) -> list[str]:
         day_first = guess_datetime_format(first, dayfirst=True)
     if month_first is not None and month_first.startswith("%Y"):  # year first: always Y-M-D
         return ["ISO8601" if month_first.startswith("%Y-%m-%d") else month_first]
-    formats = [f for f in dict.fromkeys((month_first, day_first)) if f is not None]
+    formats = [f for f in dict.fromkeys((month_first, day_first)) if f and "%Y" in f]
     if len(formats) == 2 and "%d.%m" in day_first:
         formats.reverse()
     return formats

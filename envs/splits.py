@@ -62,7 +62,7 @@ def chronological_split(
     if validation_begin > test_begin:
         raise DataError(
             f"{market.source}: validation_start={validation_start} falls after the start of the "
-            f"test range ({_time(market, test_begin)}); it must come before it"
+            f"test range ({pd.Timestamp(market.timestamps[test_begin])}); it must come before it"
         )
     if validation_begin <= 0:
         raise DataError(
@@ -101,7 +101,3 @@ def _first_bar_on_or_after(market: MarketData, name: str, value: str) -> int:
             f"({pd.Timestamp(first)} .. {pd.Timestamp(last)})"
         )
     return int(np.searchsorted(market.timestamps, when.to_datetime64(), side="left"))
-
-
-def _time(market: MarketData, bar: int) -> pd.Timestamp:
-    return pd.Timestamp(market.timestamps[bar])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -76,7 +76,7 @@ class TradingEnv(gym.Env):
     `config`: an `EnvConfig`, and any `EnvConfig` field as a keyword to override it.
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(
         self,
@@ -111,12 +111,14 @@ class TradingEnv(gym.Env):
         if options and "start_bar" in options:
             start = int(options["start_bar"])
             if not self.core.first_bar <= start < self.core.end_bar:
-                raise ValueError(
-                    f"start_bar must be in [{self.core.first_bar}, {self.core.end_bar}), got {start}"
-                )
+                first, end = self.core.first_bar, self.core.end_bar
+                raise ValueError(f"start_bar must be in [{first}, {end}), got {start}")
         self.core.reset(self._state, self._bars, self._index, np.array([start]), self._account)
-        info = {"timestamp": self.core.timestamps[start], "bar": start,
-                "equity": self._state[0, ex.EQUITY]}
+        info = {
+            "timestamp": self.core.timestamps[start],
+            "bar": start,
+            "equity": self._state[0, ex.EQUITY],
+        }
         return self._observation(start), info
 
     def step(

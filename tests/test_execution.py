@@ -193,6 +193,8 @@ def test_liquidation_comes_before_a_far_stop_and_terminates():
     assert terminated and not truncated
     assert info["exit_fill"] == pytest.approx(exit_fill, rel=1e-12)
     assert info["equity"] == pytest.approx(equity, rel=1e-12)
+    equity_before = cash + units * 100  # marked at bar 2's close
+    assert reward == pytest.approx(np.log(equity / equity_before), rel=1e-12)
     assert "episode_trading" in info and info["episode_trading"]["liquidations"] == 1
 
 
@@ -209,6 +211,7 @@ def test_gap_past_liquidation_is_bankruptcy():
     env.step(act(SHORT, 2, 1))  # 5x short; the price opens 50% higher
     _, reward, terminated, _, info = env.step(act(SHORT, 2, 1))
     assert info["liquidated"] and info["bankrupt"] and terminated
+    assert np.isfinite(reward) and reward < -10
     assert info["exit_fill"] == pytest.approx(150 * (1 + SLIPPAGE), rel=1e-12)
     assert info["equity"] < 0
     assert np.isfinite(reward) and reward < -10

@@ -32,24 +32,51 @@ def times(*values: str) -> np.ndarray:
 
 # --- the real files ------------------------------------------------------------------------------
 
-REAL_FILES = [
-    ("arch_SP500_index_daily.csv", None, 5031, "1999-01-04", "2018-12-31"),
-    ("gymanytrading_EURUSD_1h_ask.csv", None, 6225, "2017-01-01T22:00", "2017-12-29T21:00"),
-    ("gymanytrading_GOOGL_daily.csv", None, 2335, "2009-05-22", "2018-08-29"),
-    (WIKI, "AAPL", 3270, "2000-03-01", "2013-03-01"),
-    (WIKI, "IBM", 3270, "2000-03-01", "2013-03-01"),
-    (WIKI, "MSFT", 3270, "2000-03-01", "2013-03-01"),
-    (WIKI, "GOOG", 2148, "2004-08-19", "2013-03-01"),
-    (WIKI, "FB", 196, "2012-05-18", "2013-03-01"),
+REAL_FILES = [  # file, ticker, rows, first and last timestamp, first and last close
+    (
+        "arch_SP500_index_daily.csv",
+        None,
+        5031,
+        "1999-01-04",
+        "2018-12-31",
+        1228.099976,
+        2506.850098,
+    ),
+    (
+        "gymanytrading_EURUSD_1h_ask.csv",
+        None,
+        6225,
+        "2017-01-01T22:00",
+        "2017-12-29T21:00",
+        1.05227,
+        1.20075,
+    ),
+    (
+        "gymanytrading_GOOGL_daily.csv",
+        None,
+        2335,
+        "2009-05-22",
+        "2018-08-29",
+        196.946945,
+        1264.650024,
+    ),
+    (WIKI, "AAPL", 3270, "2000-03-01", "2013-03-01", 130.31, 430.47),
+    (WIKI, "IBM", 3270, "2000-03-01", "2013-03-01", 100.25, 202.91),
+    (WIKI, "MSFT", 3270, "2000-03-01", "2013-03-01", 90.81, 27.95),
+    (WIKI, "GOOG", 2148, "2004-08-19", "2013-03-01", 100.335, 806.19),
+    (WIKI, "FB", 196, "2012-05-18", "2013-03-01", 38.2318, 27.78),
 ]
 
 
-@pytest.mark.parametrize(("name", "ticker", "rows", "first", "last"), REAL_FILES)
-def test_real_files_load_exactly(shared_data_dir, name, ticker, rows, first, last):
+@pytest.mark.parametrize(
+    ("name", "ticker", "rows", "first", "last", "close0", "close1"), REAL_FILES
+)
+def test_real_files_load_exactly(shared_data_dir, name, ticker, rows, first, last, close0, close1):
     market = load_quietly(shared_data_dir / name, ticker=ticker)
     assert len(market) == rows
     assert market.timestamps[0] == np.datetime64(first)
     assert market.timestamps[-1] == np.datetime64(last)
+    assert (market.close[0], market.close[-1]) == (close0, close1)
     assert market.ticker == ticker
     assert market.timestamps.dtype == np.dtype("datetime64[ns]")
     assert (np.diff(market.timestamps) > np.timedelta64(0)).all()
@@ -306,9 +333,21 @@ REFUSED = {
         csv_of("unix,o,h,l,c,v", ["1609754400", "1609758000000", "1609761600"]),
         ["line 3", "column 'unix'", "unix seconds like line 2", "'1609758000000'"],
     ),
-    "ragged_row": (
+    "one_field_too_many": (
         GOOD.replace(",1200", ",1200,7"),
-        ["line 3", "expected 6 fields as in the header, found 7"],
+        ["line 3: expected 6 fields as in the header, found more"],
+    ),
+    "two_fields_too_many": (
+        GOOD.replace(",1200", ",1200,7,8"),
+        ["line 3: expected 6 fields as in the header, found 8"],
+    ),
+    "first_row_too_long": (
+        GOOD.replace(",1000", ",1000,7,8"),
+        ["line 2: expected 6 fields as in the header, found more"],
+    ),
+    "unquoted_comma_in_a_date": (
+        "Date,Open,High,Low,Close\nJan 4, 2021,1,2,1,1\nJan 5, 2021,1,2,1,1\n",
+        ["line 2: expected 5 fields as in the header, found more"],
     ),
     "banner_counts_in_line_numbers": (
         "exported 2021-01-07\n" + replace_cell(3, 1, "abc"),
@@ -378,7 +417,7 @@ def test_count_of_offending_rows(write_csv):
 
 
 def test_missing_volume_set_to_zero_with_one_warning(write_csv):
-    text = GOOD.replace(",1000\n", ",\n").replace(",900\n", ",NaN\n")
+    text = GOOD.replace(",1000\n", ",\n").replace(",900\n", ",#N/A\n")
     with pytest.warns(UserWarning, match=r"prices.csv: 2 rows with missing volume set to 0") as got:
         market = load_market_data(write_csv(text))
     assert len(got) == 1
@@ -394,6 +433,11 @@ def test_empty_rows_dropped_with_one_warning_and_lines_still_right(write_csv):
     with pytest.warns(UserWarning, match=r"2 empty rows dropped \(first: line 3\)") as got:
         assert len(load_market_data(write_csv(text + "\n"))) == 3
     assert len(got) == 1
+
+
+def test_trailing_separators_are_not_extra_fields(write_csv):
+    text = GOOD.replace("\n2", ",\n2").replace("900\n", "900,\n")
+    np.testing.assert_array_equal(load_quietly(write_csv(text)).close, [10.5, 11.0, 10.2])
 
 
 def test_no_volume_column_gives_zeros_quietly(write_csv):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,6 @@ def run_backtest(model: BaseAlgorithm, env: TradingEnv, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "metrics.json", {"agent": metrics})
     for name, frame in (("equity.csv", record), ("trades.csv", trades)):
-        buffer = io.StringIO()
-        frame.to_csv(buffer, index=False)
-        write_atomic(out / name, lambda file, text=buffer.getvalue(): file.write(text.encode()))
+        text = frame.to_csv(index=False)
+        write_atomic(out / name, lambda file, text=text: file.write(text.encode()))
     return out

@@ -57,9 +57,13 @@ class HeadMonitor(BaseCallback):
             self.logger.record("heads/leverage/mean", float(levels[in_position].mean()))
             self.logger.record("heads/risk/mean_pct", float(risks[in_position].mean() * 100))
         for index, level in enumerate(config.leverage_levels):
-            self.logger.record(f"heads/leverage/share_{level:g}x", float(np.mean(leverage == index)))
+            self.logger.record(
+                f"heads/leverage/share_{level:g}x", float(np.mean(leverage == index))
+            )
         for index, level in enumerate(config.risk_levels):
-            self.logger.record(f"heads/risk/share_{level * 100:g}pct", float(np.mean(risk == index)))
+            self.logger.record(
+                f"heads/risk/share_{level * 100:g}pct", float(np.mean(risk == index))
+            )
         for name, entropy in self._entropies(buffer).items():
             self.logger.record(f"heads/{name}/entropy", entropy)
 
@@ -134,8 +138,9 @@ class ValidationCallback(BaseCallback):
     def evaluate(self) -> dict[str, float]:
         """Run the validation backtest now; log it; keep the best model."""
         record = record_episode(self.env, self._act)
-        metrics = compute_metrics(record, trades_from_record(record),
-                                  bars_per_year=self.env.core.bars_per_year)
+        metrics = compute_metrics(
+            record, trades_from_record(record), bars_per_year=self.env.core.bars_per_year
+        )
         for key, value in metrics.items():
             self.logger.record(f"eval/{key}", float(value))
         sharpe = float(metrics["sharpe"])

@@ -13,9 +13,25 @@ from envs import TradingEnv
 Policy = Callable[[dict[str, np.ndarray]], np.ndarray]  # observation -> action [3]
 
 RECORD_COLUMNS = (
-    "timestamp", "price", "equity", "position", "exposure", "direction", "leverage", "risk",
-    "order_fill", "exit_fill", "traded_notional", "commission", "slippage", "financing",
-    "borrow", "costs", "stop_hit", "liquidated", "bankrupt",
+    "timestamp",
+    "price",
+    "equity",
+    "position",
+    "exposure",
+    "direction",
+    "leverage",
+    "risk",
+    "order_fill",
+    "exit_fill",
+    "traded_notional",
+    "commission",
+    "slippage",
+    "financing",
+    "borrow",
+    "costs",
+    "stop_hit",
+    "liquidated",
+    "bankrupt",
 )
 _NUMERIC = RECORD_COLUMNS[8:16]
 _FLAGS = RECORD_COLUMNS[16:]
@@ -25,9 +41,16 @@ def _start_row(env: TradingEnv, info: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(_NUMERIC, 0.0)
     row.update(dict.fromkeys(_FLAGS, False))
     row.update(
-        timestamp=info["timestamp"], price=env.core.ohlc[info["bar"], 3], equity=info["equity"],
-        position=0.0, exposure=0.0, direction="", leverage=np.nan, risk=np.nan,
-        order_fill=np.nan, exit_fill=np.nan,
+        timestamp=info["timestamp"],
+        price=env.core.ohlc[info["bar"], 3],
+        equity=info["equity"],
+        position=0.0,
+        exposure=0.0,
+        direction="",
+        leverage=np.nan,
+        risk=np.nan,
+        order_fill=np.nan,
+        exit_fill=np.nan,
     )
     return row
 

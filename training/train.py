@@ -46,23 +46,38 @@ TB_RUN_NAME = "train"
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options; `--set section.key=value` overrides any config key."""
     parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__)
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH,
-                        help="YAML config (overrides of the documented defaults)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG_PATH,
+        help="YAML config (overrides of the documented defaults)",
+    )
     parser.add_argument("--data", help="OHLCV CSV to train on (sets data.path)")
     parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV (data.ticker)")
     parser.add_argument("--run-dir", type=Path, help="output folder (default runs/<name>-<time>)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a config key, e.g. ppo.n_steps=64")
-    parser.add_argument("--resume", type=Path, metavar="RUN_DIR",
-                        help="continue a run from its newest checkpoint (uses its config)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. ppo.n_steps=64",
+    )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="continue a run from its newest checkpoint, with its saved config "
+        "(plus any --set, e.g. train.total_timesteps)",
+    )
     return parser.parse_args(argv)
 
 
 def resolve_config(args: argparse.Namespace) -> RunConfig:
     """The run's config: the resumed run's own, or the file plus command-line overrides."""
-    if args.resume is not None:
-        return load_config(RunDir(args.resume).config)
     overrides = list(args.overrides)
+    if args.resume is not None:  # the run's own config; --set may extend it (total_timesteps)
+        return load_config(RunDir(args.resume).config, overrides)
     if args.data:
         overrides.append(f"data.path={args.data}")
     if args.ticker:
@@ -95,18 +110,34 @@ def build_model(cfg: RunConfig, env: BatchedTradingEnv, run: RunDir) -> PPO:
         account_dim=cfg.policy.account_dim,
         use_bf16=cfg.policy.bf16,
     )
-    return PPO(MultiHeadPolicy, env, policy_kwargs=policy_kwargs, seed=cfg.train.seed,
-               device=cfg.policy.device, tensorboard_log=str(run.tensorboard), verbose=0, **ppo)
+    return PPO(
+        MultiHeadPolicy,
+        env,
+        policy_kwargs=policy_kwargs,
+        seed=cfg.train.seed,
+        device=cfg.policy.device,
+        tensorboard_log=str(run.tensorboard),
+        verbose=0,
+        **ppo,
+    )
 
 
 def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
     """Train (or continue) the run; return where the outputs are."""
     set_random_seed(cfg.train.seed)
-    market = load_market_data(cfg.data.resolved_path(), ticker=cfg.data.ticker,
-                              adjust=cfg.data.adjust, min_rows=cfg.env.window + 1)
-    splits = chronological_split(market, validation=cfg.data.validation, test=cfg.data.test,
-                                 validation_start=cfg.data.validation_start,
-                                 test_start=cfg.data.test_start)
+    market = load_market_data(
+        cfg.data.resolved_path(),
+        ticker=cfg.data.ticker,
+        adjust=cfg.data.adjust,
+        min_rows=cfg.env.window + 1,
+    )
+    splits = chronological_split(
+        market,
+        validation=cfg.data.validation,
+        test=cfg.data.test,
+        validation_start=cfg.data.validation_start,
+        test_start=cfg.data.test_start,
+    )
     cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     if not resume:
         save_config(cfg, run.config)
@@ -119,14 +150,21 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
 
     checkpoint = run.latest_checkpoint() if resume else None
     if checkpoint is not None:
-        model = PPO.load(checkpoint, env=train_env, device=cfg.policy.device,
-                         tensorboard_log=str(run.tensorboard))
+        model = PPO.load(
+            checkpoint,
+            env=train_env,
+            device=cfg.policy.device,
+            tensorboard_log=str(run.tensorboard),
+        )
         print(f"resuming from {checkpoint} at {model.num_timesteps:,} timesteps")
     else:
         model = build_model(cfg, train_env, run)
 
-    callbacks = [HeadMonitor(cfg.env), TradingMonitor(),
-                 HyperParameters(flatten(config_to_dict(cfg)))]
+    callbacks = [
+        HeadMonitor(cfg.env),
+        TradingMonitor(),
+        HyperParameters(flatten(config_to_dict(cfg))),
+    ]
     if cfg.train.checkpoint_every:
         callbacks.append(AtomicCheckpoint(run, cfg.train.checkpoint_every))
     validation = ValidationCallback(validation_env, run, cfg.train.eval_every or 1)
@@ -134,9 +172,14 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
         callbacks.append(validation)
     remaining = cfg.train.total_timesteps - model.num_timesteps
     if remaining > 0:
-        model.learn(remaining, callback=CallbackList(callbacks), tb_log_name=TB_RUN_NAME,
-                    reset_num_timesteps=checkpoint is None, progress_bar=cfg.train.progress_bar,
-                    log_interval=cfg.train.log_interval)
+        model.learn(
+            remaining,
+            callback=CallbackList(callbacks),
+            tb_log_name=TB_RUN_NAME,
+            reset_num_timesteps=checkpoint is None,
+            progress_bar=cfg.train.progress_bar,
+            log_interval=cfg.train.log_interval,
+        )
     save_model_atomic(model, run.final_model)
     if not run.best_model.exists():  # no validation pass happened: the final model is the best
         validation.init_callback(model)

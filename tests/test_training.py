@@ -1,0 +1,182 @@
+"""`python -m training.train` end to end: outputs, TensorBoard tags, resume, bad input, learning."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from stable_baselines3 import PPO
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from envs import TradingEnv
+from training.config import load_config
+from training.metrics import compute_metrics, trades_from_record
+from training.rollout import record_episode
+from training.run_dir import RunDir
+from training.train import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def train_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "training.train", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def event_tags(run: Path) -> tuple[set[str], set[str], int]:
+    """Scalar tags, histogram tags and the last logged step of a run's TensorBoard events."""
+    (folder,) = (run / "tb").iterdir()
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "histograms": 0})
+    events.Reload()
+    scalars = set(events.Tags()["scalars"])
+    last = max(e.step for e in events.Scalars("time/fps"))
+    return scalars, set(events.Tags()["histograms"]), last
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("smoke") / "run"
+    result = train_cli("--config", "configs/smoke.yaml", "--run-dir", str(run))
+    assert result.returncode == 0, result.stderr
+    return run
+
+
+def test_smoke_run_writes_models_report_and_summary(smoke_run):
+    for name in (
+        "config.yaml",
+        "final_model.zip",
+        "best_model.zip",
+        "validation.json",
+        "report/metrics.json",
+        "report/equity.csv",
+        "report/trades.csv",
+    ):
+        assert (smoke_run / name).is_file(), name
+    assert RunDir(smoke_run).latest_checkpoint() is not None
+    assert zipfile.is_zipfile(smoke_run / "final_model.zip")
+    assert not list(smoke_run.rglob("*.tmp"))  # atomic writes leave no temporary files
+
+
+def test_tensorboard_logs_every_head_and_the_trading_groups(smoke_run):
+    scalars, histograms, _ = event_tags(smoke_run)
+    for head in ("direction", "leverage", "risk"):
+        assert f"heads/{head}/actions" in histograms
+        assert f"heads/{head}/entropy" in scalars
+    assert {
+        "heads/direction/share_long",
+        "heads/direction/share_flat",
+        "heads/direction/share_short",
+        "heads/leverage/mean",
+        "heads/risk/mean_pct",
+    } <= scalars
+    assert {
+        "trading/return_pct",
+        "trading/sharpe",
+        "trading/max_drawdown_pct",
+        "trading/turnover",
+        "trading/costs_pct",
+        "trading/stops",
+        "trading/liquidations",
+    } <= scalars
+    assert {"eval/sharpe", "eval/total_return_pct", "eval/max_drawdown_pct"} <= scalars
+
+
+def test_resume_continues_the_step_count_in_the_same_tensorboard_run(smoke_run, tmp_path):
+    run = tmp_path / "resumed"
+    result = train_cli("--config", "configs/smoke.yaml", "--run-dir", str(run))
+    assert result.returncode == 0, result.stderr
+    checkpoint = RunDir(run).latest_checkpoint()
+    before = PPO.load(checkpoint).num_timesteps
+    result = train_cli("--resume", str(run), "--set", "train.total_timesteps=512")
+    assert result.returncode == 0, result.stderr
+    assert f"resuming from {checkpoint}" in result.stdout
+    assert PPO.load(run / "final_model.zip").num_timesteps == 512 > before
+    _, _, last_step = event_tags(run)  # one TensorBoard folder, continued
+    assert last_step > before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "ppo.learnig_rate=1"], "did you mean 'ppo.learning_rate'"),
+        (["--data", "no/such/file.csv"], "no/such/file.csv"),
+        (["--set", "env.window=abc"], "env.window"),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line_and_no_traceback(args, message, tmp_path, capsys):
+    code = main(["--config", "configs/smoke.yaml", "--run-dir", str(tmp_path / "r"), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def alternating_market(n: int, seed: int) -> pd.DataFrame:
+    """Each bar's move reverses the previous one (with noise): a pattern a good agent exploits."""
+    rng = np.random.default_rng(seed)
+    moves = 0.01 * np.where(np.arange(n) % 2 == 0, 1.0, -1.0) + rng.normal(0, 0.002, n)
+    close = 100 * np.exp(np.cumsum(moves))
+    open_ = np.concatenate([[100.0], close[:-1]])
+    spread = np.abs(rng.normal(0, 0.002, n))
+    return pd.DataFrame(
+        {
+            "Date": pd.date_range("2010-01-01", periods=n, freq="D"),
+            "Open": open_,
+            "High": np.maximum(open_, close) * (1 + spread),
+            "Low": np.minimum(open_, close) * (1 - spread),
+            "Close": close,
+            "Volume": np.full(n, 1e6),
+        }
+    )
+
+
+def test_agent_learns_an_exploitable_pattern_and_beats_baselines(tmp_path):
+    csv = tmp_path / "alternating.csv"
+    alternating_market(1200, seed=0).to_csv(csv, index=False)
+    run = tmp_path / "run"
+    overrides = [
+        "train.total_timesteps=12288",
+        "train.eval_every=0",
+        "env.window=8",
+        "ppo.n_envs=16",
+        "ppo.n_steps=64",
+        "ppo.batch_size=256",
+        "ppo.n_epochs=4",
+        "ppo.learning_rate=1e-3",
+        "env.leverage_levels=[1.0]",
+        "env.risk_levels=[0.5]",
+        "env.episode_length=64",
+    ]
+    args = ["--config", "configs/smoke.yaml", "--data", str(csv), "--run-dir", str(run)]
+    for override in overrides:
+        args += ["--set", override]
+    assert main(args) == 0
+
+    cfg = load_config(run / "config.yaml")
+    model = PPO.load(run / "final_model.zip")
+    test_bars = range(1020, 1200)
+
+    def backtest(policy) -> float:
+        env = TradingEnv(str(csv), cfg.env, bars=test_bars, random_start=False, episode_length=None)
+        record = record_episode(env, policy, seed=0)
+        metrics = compute_metrics(record, trades_from_record(record), bars_per_year=252)
+        return metrics["total_return_pct"]
+
+    rng = np.random.default_rng(0)
+    agent = backtest(lambda obs: model.predict(obs, deterministic=True)[0])
+    buy_and_hold = backtest(lambda obs: np.array([2, 0, 0]))
+    random_agent = backtest(lambda obs: rng.integers(0, [3, 1, 1]))
+    print(f"agent {agent:.1f}%, buy-and-hold {buy_and_hold:.1f}%, random {random_agent:.1f}%")
+    assert agent > buy_and_hold + 20 and agent > random_agent + 20, (
+        agent,
+        buy_and_hold,
+        random_agent,
+    )
