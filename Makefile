@@ -17,7 +17,7 @@ train: venv  ## train on the bundled data with configs/default.yaml, then backte
 	$(PY) -m training.train
 
 test: lint  ## lint + the whole test suite (what CI runs)
-	$(PY) -m pytest -n 2
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2  # one torch thread per worker: 2 workers on 2 cores
 
 lint: venv
 	$(PY) -m ruff check .

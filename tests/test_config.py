@@ -54,7 +54,7 @@ def test_shipped_values() -> None:
     assert (smoke.train.total_timesteps, smoke.train.progress_bar) == (256, False)
     gpu = load_config(CONFIGS / "gpu.yaml")
     assert (gpu.policy.device, gpu.policy.bf16, gpu.ppo.batch_size) == ("cuda", True, 4096)
-    assert load_config(DEFAULT_CONFIG_PATH).train.total_timesteps == 400_000
+    assert load_config(DEFAULT_CONFIG_PATH).train.total_timesteps == 500_000
 
 
 def test_no_file_and_empty_file_give_the_defaults(tmp_path: Path) -> None:
