@@ -96,9 +96,9 @@ class TradingCore:
         starts: np.ndarray,
         account_obs: np.ndarray,
     ) -> None:
-        """Start fresh episodes for accounts `index` at `starts` and refresh all account obs."""
-        ex.reset_accounts(state, bars, index, starts, self.config.initial_equity)
-        ex.observe_accounts(state, bars, self.ohlc, account_obs)
+        """Start fresh episodes for accounts `index` at `starts` and observe them."""
+        ex.reset_accounts(state, bars, index, starts, self.config.initial_equity, self.ohlc,
+                          account_obs)
 
     def step(
         self,

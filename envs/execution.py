@@ -162,22 +162,27 @@ def _reward(state, i, equity_prev, peak_prev, params):
     return log_return - params[P_DRAWDOWN_PENALTY] * max(0.0, drawdown - drawdown_prev)
 
 
+@numba.njit(cache=True, inline="always")
+def _observe(state, bars, ohlc, account_obs, i):
+    close = ohlc[bars[i], 3]
+    equity = max(state[i, EQUITY], _EQUITY_FLOOR * state[i, START_EQUITY])
+    qty = state[i, QTY]
+    side = state[i, SIDE]
+    account_obs[i, 0] = side
+    account_obs[i, 1] = qty * close / equity
+    account_obs[i, 2] = qty * (close - state[i, ENTRY]) / equity if qty != 0.0 else 0.0
+    account_obs[i, 3] = math.log(equity / state[i, START_EQUITY])
+    account_obs[i, 4] = 1.0 - equity / state[i, PEAK]
+    account_obs[i, 5] = side * (close - state[i, STOP]) / close if qty != 0.0 else 0.0
+    account_obs[i, 6] = state[i, LEVERAGE]
+    account_obs[i, 7] = state[i, RISK]
+
+
 @numba.njit(cache=True)
 def observe_accounts(state, bars, ohlc, account_obs):
     """Write each account's observation at its current bar's close into `account_obs` [N, 8]."""
     for i in range(state.shape[0]):
-        close = ohlc[bars[i], 3]
-        equity = max(state[i, EQUITY], _EQUITY_FLOOR * state[i, START_EQUITY])
-        qty = state[i, QTY]
-        side = state[i, SIDE]
-        account_obs[i, 0] = side
-        account_obs[i, 1] = qty * close / equity
-        account_obs[i, 2] = qty * (close - state[i, ENTRY]) / equity if qty != 0.0 else 0.0
-        account_obs[i, 3] = math.log(equity / state[i, START_EQUITY])
-        account_obs[i, 4] = 1.0 - equity / state[i, PEAK]
-        account_obs[i, 5] = side * (close - state[i, STOP]) / close if qty != 0.0 else 0.0
-        account_obs[i, 6] = state[i, LEVERAGE]
-        account_obs[i, 7] = state[i, RISK]
+        _observe(state, bars, ohlc, account_obs, i)
 
 
 @numba.njit(cache=True)
@@ -282,17 +287,18 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
     observe_accounts(state, bars, ohlc, account_obs)
 
 
-def reset_accounts(
-    state: np.ndarray,
-    bars: np.ndarray,
-    index: np.ndarray,
-    starts: np.ndarray,
-    initial_equity: float,
-) -> None:
-    """Start fresh episodes for the accounts `index` at bars `starts` (all flat, full equity)."""
-    state[index] = 0.0
-    state[index, CASH] = initial_equity
-    state[index, EQUITY] = initial_equity
-    state[index, PEAK] = initial_equity
-    state[index, START_EQUITY] = initial_equity
-    bars[index] = starts
+@numba.njit(cache=True)
+def reset_accounts(state, bars, index, starts, initial_equity, ohlc, account_obs):
+    """Start fresh episodes for the accounts `index` at bars `starts`: flat, full equity.
+
+    Also writes those accounts' observations at their start bar into `account_obs`.
+    """
+    for j in range(index.shape[0]):
+        i = index[j]
+        state[i, :] = 0.0
+        state[i, CASH] = initial_equity
+        state[i, EQUITY] = initial_equity
+        state[i, PEAK] = initial_equity
+        state[i, START_EQUITY] = initial_equity
+        bars[i] = starts[j]
+        _observe(state, bars, ohlc, account_obs, i)
