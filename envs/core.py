@@ -26,11 +26,6 @@ class TradingCore:
         self.market = market
         self.config = config
         self.features = compute_features(market, norm_window=config.volume_window)  # [T, F]
-        # Row j of `_windows` is the window ending at bar j + window - 1, flattened: a read-only
-        # view of overlapping rows (no copy), so gathering N windows is one fancy index.
-        self._windows = sliding_window_view(
-            self.features.reshape(-1), config.window * self.features.shape[1]
-        )[:: self.features.shape[1]]  # [T - W + 1, W * F]
         self.ohlc = np.ascontiguousarray(market.ohlc, dtype=np.float64)  # [T, 4]
         self.timestamps = market.timestamps
         bars = range(0, len(market)) if bars is None else bars
@@ -47,6 +42,11 @@ class TradingCore:
                 f"[{bars.start}, {bars.stop}) leave no step with window={config.window}; need at "
                 f"least window + 1 = {config.window + 1} bars"
             )
+        # Row j of `_windows` is the window ending at bar j + window - 1, flattened: a read-only
+        # view of overlapping rows (no copy), so gathering N windows is one fancy index.
+        self._windows = sliding_window_view(
+            self.features.reshape(-1), config.window * self.features.shape[1]
+        )[:: self.features.shape[1]]  # [T - W + 1, W * F]
         self.sides = np.asarray(config.direction_sides, dtype=np.int64)
         self.leverages = np.asarray(config.leverage_levels, dtype=np.float64)
         self.risks = np.asarray(config.risk_levels, dtype=np.float64)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import envs  # noqa: F401  (registers MultiHeadTrading-v0)
-from envs import BatchedTradingEnv, EnvConfig, TradingEnv, load_market_data
+from envs import BatchedTradingEnv, DataError, EnvConfig, TradingEnv, load_market_data
 from envs.splits import chronological_split
 
 GOOGL = "data/gymanytrading_GOOGL_daily.csv"
@@ -228,5 +228,5 @@ def test_batched_env_passes_through_sb3_ppo():
 
 def test_too_few_bars_for_a_window_is_a_clear_error():
     frame = random_walk_frame(10, seed=0)
-    with pytest.raises(ValueError, match="window"):
+    with pytest.raises(DataError, match=r"need at least window \+ 1 = 17 bars"):
         TradingEnv(frame, window=16)

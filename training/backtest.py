@@ -1,33 +1,333 @@
-"""Backtest a trained agent through the same environment code as training."""
+"""Backtest a trained agent and the baselines through the same environment code as training.
+
+    python -m training.backtest --model RUN_DIR_or_MODEL_ZIP --data CSV [--ticker T]
+                                [--start DATE] [--end DATE] [--out DIR]
+
+Reads top to bottom: model + its config -> data -> env -> agent and baselines -> metrics -> files.
+The agent acts deterministically (the most likely level of each head) through `FastPolicy`, which
+gives the actions of `model.predict` at a fraction of the cost; the baselines
+(`training.baselines`) are policies too, so every strategy runs through one `TradingEnv`: one
+implementation of fills, stops, costs and accounting.
+
+With a RUN_DIR the model is its `best_model.zip` (else `final_model.zip`); a bare zip needs the
+run's `config.yaml` next to it (or, for a zip in `checkpoints/`, in the run folder above). The
+config gives the env settings: window, levels, costs. `--start`/`--end` pick the bars to trade by
+date (a date without a time includes that whole day); earlier bars still fill the first windows.
+
+Outputs in `--out` (default `<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`), each
+written atomically once everything has been computed: `metrics.json` (every strategy),
+`equity.csv` (the agent's record, `training.rollout.RECORD_COLUMNS`, plus each baseline's
+equity), `trades.csv` (the agent's round trips) and `report.png` (`training.report`). The metrics
+table is printed. A user mistake (a file that is not one of our models, data that does not fit
+it, a date range without enough bars) prints one line on stderr and exits with code 2.
+"""
 
 from __future__ import annotations
 
+import argparse
+import io
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
+import pandas as pd
+from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from envs import TradingEnv
-from training.metrics import compute_metrics, trades_from_record
+from agent import MultiHeadPolicy
+from envs import DataError, MarketData, TradingEnv, load_market_data
+from training.baselines import BarPolicy, baseline_policies
+from training.config import ConfigError, RunConfig, load_config
+from training.fast_inference import FastPolicy
+from training.metrics import compute_metrics, format_metrics_table, trades_from_record
+from training.report import AGENT, render_report
 from training.rollout import record_episode
-from training.run_dir import write_atomic, write_json_atomic
+from training.run_dir import RunDir, write_atomic, write_json_atomic
+
+MODEL_NAMES = ("best_model.zip", "final_model.zip")  # in a run folder, in order of preference
 
 
-def run_backtest(model: BaseAlgorithm, env: TradingEnv, out: Path) -> Path:
-    """Run the deterministic policy over `env`'s whole range; write the report files to `out`.
+class BacktestError(ValueError):
+    """A user mistake in what to backtest; str(err) is one line naming the file or option."""
 
-    Writes `metrics.json`, `equity.csv` (one row per bar) and `trades.csv`, each atomically.
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A trained agent with the config of the run that made it."""
+
+    model: PPO
+    config: RunConfig
+    path: Path  # the model zip
+    run_dir: Path  # the folder holding the run's config.yaml
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """Every strategy's per-bar record, trades and metrics; the agent comes first."""
+
+    records: dict[str, pd.DataFrame]  # strategy -> `training.rollout` record
+    trades: dict[str, pd.DataFrame]  # strategy -> `trades_from_record`
+    metrics: dict[str, dict[str, float]]  # strategy -> `compute_metrics`
+
+
+# --- running strategies -----------------------------------------------------------------------
+
+
+class _BarClock(gym.Wrapper):
+    """The env, remembering the bar of its latest observation (`info["bar"]`) for the policy."""
+
+    def __init__(self, env: TradingEnv) -> None:
+        super().__init__(env)
+        self.core = env.core  # `record_episode` reads the env's data
+        self.bar = -1
+
+    def reset(self, **kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Reset the env; note the start bar."""
+        obs, info = self.env.reset(**kwargs)
+        self.bar = info["bar"]
+        return obs, info
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        """Step the env; note the new bar."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.bar = info["bar"]
+        return obs, reward, terminated, truncated, info
+
+
+def record_strategy(env: TradingEnv, policy: BarPolicy) -> pd.DataFrame:
+    """Run `policy(obs, bar)` over `env`'s episode; the per-bar record of `record_episode`."""
+    clock = _BarClock(env)
+    return record_episode(clock, lambda obs: policy(obs, clock.bar))
+
+
+def backtest(model: BaseAlgorithm, env: TradingEnv) -> BacktestResult:
+    """The deterministic agent and the baselines over the whole range of `env`.
+
+    `env` must cover its range in one episode: built with ``random_start=False,
+    episode_length=None``.
     """
+    core = env.core
+    if core.config.random_start or core.episode_length != core.end_bar - core.first_bar:
+        raise ValueError("backtest needs an env built with random_start=False, episode_length=None")
+    policies = {AGENT: FastPolicy(model.policy, core), **baseline_policies(core)}
+    records = {name: record_strategy(env, policy) for name, policy in policies.items()}
+    trades = {name: trades_from_record(record) for name, record in records.items()}
+    metrics = {
+        name: compute_metrics(record, trades[name], bars_per_year=core.bars_per_year)
+        for name, record in records.items()
+    }
+    return BacktestResult(records, trades, metrics)
 
-    def act(obs: dict[str, np.ndarray]) -> np.ndarray:
-        return model.predict(obs, deterministic=True)[0]
 
-    record = record_episode(env, act)
-    trades = trades_from_record(record)
-    metrics = compute_metrics(record, trades, bars_per_year=env.core.bars_per_year)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "metrics.json", {"agent": metrics})
-    for name, frame in (("equity.csv", record), ("trades.csv", trades)):
-        text = frame.to_csv(index=False)
-        write_atomic(out / name, lambda file, text=text: file.write(text.encode()))
+# --- report files -----------------------------------------------------------------------------
+
+
+def _csv_bytes(frame: pd.DataFrame) -> bytes:
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False)
+    return buffer.getvalue().encode()
+
+
+def write_report(result: BacktestResult, out: Path, title: str) -> Path:
+    """Write metrics.json, equity.csv, trades.csv and report.png to `out`; return `out`.
+
+    Everything is rendered in memory first, then each file is written atomically.
+    """
+    equity = result.records[AGENT].copy()
+    for name, record in result.records.items():
+        if name != AGENT:
+            equity[f"{name}_equity"] = record["equity"].to_numpy()
+    files = {
+        "equity.csv": _csv_bytes(equity),
+        "trades.csv": _csv_bytes(result.trades[AGENT]),
+        "report.png": render_report(result.records, title),
+    }
+    write_json_atomic(out / "metrics.json", result.metrics)
+    for name, data in files.items():
+        write_atomic(out / name, lambda file, data=data: file.write(data))
     return out
+
+
+def run_backtest(model: BaseAlgorithm, env: TradingEnv, out: Path, title: str = "") -> Path:
+    """Backtest `model` and the baselines over `env`'s range and write the report to `out`."""
+    result = backtest(model, env)
+    return write_report(result, out, title or _default_title(env))
+
+
+def time_labels(timestamps: np.ndarray) -> list[str]:
+    """Timestamps as text: dates alone when every one is at midnight (daily bars)."""
+    times = pd.DatetimeIndex(timestamps)
+    daily = bool((times == times.normalize()).all())
+    return list(times.strftime("%Y-%m-%d" if daily else "%Y-%m-%d %H:%M"))
+
+
+def _default_title(env: TradingEnv) -> str:
+    core = env.core
+    first, last = time_labels(core.timestamps[[core.first_bar, core.end_bar]])
+    name = Path(core.market.source).stem + (f" {core.market.ticker}" if core.market.ticker else "")
+    return f"{name}: {first} .. {last}"
+
+
+# --- model, config and data -------------------------------------------------------------------
+
+
+def locate_model(path: Path) -> tuple[Path, Path]:
+    """(model zip, the folder holding its run's config.yaml) for a run folder or a model zip."""
+    if path.is_dir():
+        for name in MODEL_NAMES:
+            if (path / name).is_file():
+                return path / name, path
+        raise BacktestError(f"{path}: no {' or '.join(MODEL_NAMES)} in this run folder")
+    if not path.is_file():
+        raise BacktestError(f"{path}: no such model file or run folder")
+    folders = [path.parent] + ([path.parent.parent] if path.parent.name == "checkpoints" else [])
+    for folder in folders:
+        if RunDir(folder).config.is_file():
+            return path, folder
+    raise BacktestError(
+        f"{path}: no config.yaml next to the model; the env settings (window, levels, costs) "
+        "come from the run's config.yaml: pass the run folder, or copy its config.yaml here"
+    )
+
+
+def load_model(path: Path) -> LoadedModel:
+    """Load a model saved by `training.train` (a run folder or a zip) and its run's config."""
+    model_path, run_dir = locate_model(path)
+    config = load_config(RunDir(run_dir).config)
+    try:
+        with warnings.catch_warnings():  # SB3 warns in several lines about foreign files
+            warnings.simplefilter("ignore")
+            model = PPO.load(model_path, device="cpu")
+    except Exception as error:  # any unreadable file: the cause, in one line
+        cause = " ".join(str(error).split()) or type(error).__name__
+        raise BacktestError(
+            f"{model_path}: not a model saved by training.train ({cause})"
+        ) from None
+    if not isinstance(model.policy, MultiHeadPolicy):
+        raise BacktestError(
+            f"{model_path}: a {type(model.policy).__name__} model, not a multi-head trading agent "
+            "(agent.MultiHeadPolicy) saved by training.train"
+        )
+    return LoadedModel(model, config, model_path, run_dir)
+
+
+def check_fits(model: BaseAlgorithm, env: TradingEnv, model_path: Path) -> None:
+    """Raise `BacktestError` unless the env's observations and actions are the model's."""
+    for key in ("market", "account"):
+        expected, found = model.observation_space[key].shape, env.observation_space[key].shape
+        if expected != found:
+            what = "window, features" if key == "market" else "account features"
+            raise BacktestError(
+                f"{model_path}: the model reads {key} observations of shape {expected} "
+                f"({what}), the env built from its config gives {found}"
+            )
+    expected, found = model.action_space.nvec.tolist(), env.action_space.nvec.tolist()
+    if expected != found:
+        raise BacktestError(
+            f"{model_path}: the model has {expected} levels per head, its config {found}"
+        )
+
+
+def _parse_time(option: str, text: str) -> pd.Timestamp:
+    try:
+        when = pd.Timestamp(text)
+    except ValueError:
+        raise BacktestError(f"{option}: expected a date such as 2017-06-30, got {text!r}") from None
+    return when.tz_convert("UTC").tz_localize(None) if when.tzinfo is not None else when
+
+
+def select_bars(market: MarketData, start: str | None, end: str | None) -> range:
+    """Bars from the first at or after `start` to the last at or before `end` (None: no limit).
+
+    An `end` without a time of day includes that whole day.
+    """
+    times = market.timestamps
+
+    def position(when: pd.Timestamp, side: str = "left") -> int:
+        return int(np.searchsorted(times, when.to_datetime64(), side=side))
+
+    first = 0 if start is None else position(_parse_time("--start", start))
+    stop = len(market)
+    if end is not None:
+        until = _parse_time("--end", end)
+        if ":" not in end and until == until.normalize():  # a date: include its whole day
+            stop = position(until + pd.Timedelta(days=1))
+        else:
+            stop = position(until, side="right")
+    if stop - first < 2:
+        span = f"{pd.Timestamp(times[0])} .. {pd.Timestamp(times[-1])}"
+        raise BacktestError(
+            f"{market.source}: --start {start} --end {end} selects {max(stop - first, 0)} bars "
+            f"of the data ({span}); a backtest needs at least 2"
+        )
+    return range(first, stop)
+
+
+def default_out(run_dir: Path, data: Path, args: argparse.Namespace) -> Path:
+    """`<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`."""
+    name = data.stem + (f"-{args.ticker}" if args.ticker else "")
+    if args.start or args.end:
+        name += f"-{args.start or 'first'}-to-{args.end or 'last'}"
+    return run_dir / "backtest" / name.replace(":", "").replace(" ", "T")
+
+
+# --- entry point ------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(
+        prog="python -m training.backtest", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--model",
+        type=Path,
+        required=True,
+        help="run folder (uses best_model.zip, else final_model.zip) or model zip",
+    )
+    parser.add_argument("--data", type=Path, required=True, help="OHLCV CSV to trade on")
+    parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV")
+    parser.add_argument("--start", help="first date to trade (earlier bars serve as history)")
+    parser.add_argument("--end", help="last date to trade (a date includes its whole day)")
+    parser.add_argument(
+        "--out", type=Path, help="output folder (default <run_dir>/backtest/<data-stem>[-ticker])"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Backtest; print the metrics table and where the report is. User mistakes exit 2."""
+    args = parse_args(argv)
+    try:
+        loaded = load_model(args.model)
+        cfg = loaded.config
+        market = load_market_data(
+            args.data, ticker=args.ticker, adjust=cfg.data.adjust, min_rows=cfg.env.window + 1
+        )
+        bars = select_bars(market, args.start, args.end)
+        env = TradingEnv(market, cfg.env, bars=bars, random_start=False, episode_length=None)
+        check_fits(loaded.model, env, loaded.path)
+        result = backtest(loaded.model, env)
+        out = args.out or default_out(loaded.run_dir, args.data, args)
+        title = f"{loaded.path.name} on {_default_title(env)}"
+        write_report(result, out, title)
+    except (BacktestError, ConfigError, DataError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as error:
+        print(f"error: {error.filename or error}: file not found", file=sys.stderr)
+        return 2
+    core = env.core
+    print(f"{loaded.path} on {market!r}, decisions at bars {core.first_bar}..{core.end_bar - 1}")
+    print(format_metrics_table(result.metrics))
+    print(f"\nreport: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

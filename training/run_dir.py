@@ -19,6 +19,8 @@ from typing import IO, Any
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 _CHECKPOINT = re.compile(r"checkpoint_(\d+)_steps\.zip$")
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
@@ -30,6 +32,7 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
             write(file)
             file.flush()
             os.fsync(file.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes files private (0600); honour the umask
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

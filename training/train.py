@@ -17,10 +17,10 @@ from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor
 
 from agent import MultiHeadPolicy
-from envs import BatchedTradingEnv, DataError, TradingEnv, load_market_data
+from envs import BatchedTradingEnv, DataError, MarketData, TradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
 from envs.splits import chronological_split
-from training.backtest import run_backtest
+from training.backtest import load_model, run_backtest
 from training.callbacks import (
     AtomicCheckpoint,
     HeadMonitor,
@@ -186,13 +186,34 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
         validation.evaluate()
 
     test_env = TradingEnv(market, cfg.env, bars=splits.test, **whole_range)
-    report = run_backtest(model, test_env, run.report)
+    # The model `python -m training.backtest --model RUN_DIR` reads: best_model.zip, else final.
+    report = run_backtest(load_model(run.root).model, test_env, run.report)
     return {
         "final model": run.final_model,
         "best model (validation Sharpe)": run.best_model,
         "TensorBoard logs": run.tensorboard,
         "backtest report (test split)": report,
     }
+
+
+def train_on_bars(cfg: RunConfig, market: MarketData, bars: range, run: RunDir) -> PPO:
+    """A fresh model trained for `cfg.train.total_timesteps` on the bars `bars` of `market`.
+
+    No checkpoints, validation or saving: the training step of each fold of
+    `training.walkforward`. TensorBoard logs go to `run.tensorboard`.
+    """
+    set_random_seed(cfg.train.seed)
+    env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=bars)
+    env.seed(cfg.train.seed)
+    model = build_model(cfg, VecMonitor(env), run)
+    model.learn(
+        cfg.train.total_timesteps,
+        callback=CallbackList([HeadMonitor(cfg.env), TradingMonitor()]),
+        tb_log_name=TB_RUN_NAME,
+        progress_bar=cfg.train.progress_bar,
+        log_interval=cfg.train.log_interval,
+    )
+    return model
 
 
 def main(argv: Sequence[str] | None = None) -> int:

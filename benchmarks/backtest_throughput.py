@@ -1,0 +1,101 @@
+"""Backtest throughput: `FastPolicy` against the step-by-step `model.predict` loop, in one run.
+
+Both run the deterministic agent over the same bars of the same file through the same
+`TradingEnv`, recording every bar (`training.rollout.record_episode`), and must choose identical
+actions (checked). The model has the trunk of `configs/default.yaml` and is untrained: speed does
+not depend on the weights. Prints bars/s of each and their ratio, plus the floor the env and the
+recording set (a constant policy), and how the fast path's time splits between the batched trunk
+and the per-step loop.
+
+The step-by-step loop runs torch on one thread, its fastest setting for batch-1 inference (on a
+busy machine, two threads spin against each other and make it several times slower); the fast path
+runs the batched trunk on `--threads` threads. Numba compilation is excluded (one warm-up run).
+
+Usage: python benchmarks/backtest_throughput.py [--data CSV] [--ticker T] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envs import BatchedTradingEnv, TradingEnv, load_market_data
+from envs.features import FEATURE_NAMES
+from training.backtest import record_strategy
+from training.baselines import flat
+from training.config import DEFAULT_CONFIG_PATH, load_config
+from training.fast_inference import FastPolicy
+from training.rollout import record_episode
+from training.run_dir import RunDir
+from training.train import build_model
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "gymanytrading_GOOGL_daily.csv"
+
+
+def timed(run) -> tuple[float, object]:
+    """(seconds, result) of `run()`."""
+    start = time.perf_counter()
+    result = run()
+    return time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="OHLCV CSV")
+    parser.add_argument("--ticker", help="ticker of a multi-ticker CSV")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of the fast path")
+    args = parser.parse_args()
+
+    cfg = load_config(DEFAULT_CONFIG_PATH, ["policy.device=cpu"])
+    cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
+    market = load_market_data(args.data, ticker=args.ticker)
+    with tempfile.TemporaryDirectory() as folder:
+        model = build_model(cfg, BatchedTradingEnv(market, cfg.env, n_envs=2), RunDir(Path(folder)))
+    env = TradingEnv(market, cfg.env, random_start=False, episode_length=None)
+    bars = env.core.end_bar - env.core.first_bar
+    print(f"{market!r}, {bars} decisions, window {cfg.env.window}, trunk {cfg.trunk}")
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
+        f"load average {os.getloadavg()[0]:.1f}, torch {torch.__version__}"
+    )
+
+    torch.set_num_threads(1)
+    step_seconds, step_record = timed(
+        lambda: record_episode(env, lambda obs: model.predict(obs, deterministic=True)[0])
+    )
+
+    torch.set_num_threads(args.threads)
+    record_strategy(env, FastPolicy(model.policy, env.core))  # warm-up: numba compiles
+    build_seconds, fast = timed(lambda: FastPolicy(model.policy, env.core))
+    loop_seconds, fast_record = timed(lambda: record_strategy(env, fast))
+    fast_seconds = build_seconds + loop_seconds
+    floor_seconds, _ = timed(lambda: record_strategy(env, flat(cfg.env)))
+
+    same = all(
+        step_record[head].equals(fast_record[head]) for head in ("direction", "leverage", "risk")
+    ) and np.array_equal(step_record["equity"], fast_record["equity"])
+    assert same, "FastPolicy chose other actions than model.predict"
+    rows = {
+        "step-by-step model.predict, 1 thread": step_seconds,
+        f"FastPolicy, {args.threads} thread(s)": fast_seconds,
+        "floor: env + recording, constant policy": floor_seconds,
+    }
+    for label, seconds in rows.items():
+        print(f"{label:<42}{bars / seconds:>10,.0f} bars/s")
+    print(
+        f"FastPolicy: trunk over all windows {build_seconds * 1e3:.0f} ms, loop "
+        f"{loop_seconds * 1e3:.0f} ms ({fast.fallbacks} near-tie steps through model.predict)"
+    )
+    print(f"ratio: {step_seconds / fast_seconds:.1f}x; identical actions and equity: {same}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,328 @@
+"""`training.backtest`: fast inference == `model.predict`, baselines by hand, the CLI, bad input.
+
+One smoke model is trained per test session (`smoke_run`). Torch runs on one thread here: the
+suite runs on 2 cores with 2 pytest workers, and more threads only make them fight.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from filelock import FileLock
+from stable_baselines3 import PPO
+
+from agent import MultiHeadPolicy
+from envs import TradingEnv
+from training.backtest import main, record_strategy
+from training.baselines import baseline_policies, moving_average_crossover
+from training.config import load_config, save_config
+from training.fast_inference import FastPolicy
+from training.metrics import compute_metrics, trades_from_record
+from training.rollout import RECORD_COLUMNS, record_episode
+
+REPO = Path(__file__).resolve().parents[1]
+GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"
+STRATEGIES = {"agent", "buy_and_hold", "flat", "ma_crossover"}
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def cli(module: str, *args: str) -> subprocess.CompletedProcess:
+    """Run `python -m <module> args` from the repo root (torch on one thread)."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ONE_THREAD,
+    )
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """A run folder trained with configs/smoke.yaml (window 16) on the bundled GOOGL file.
+
+    Trained once per test session, also under pytest-xdist: the workers share one folder and
+    the first one to take the lock trains (filelock comes with torch).
+    """
+    base = tmp_path_factory.getbasetemp()  # under xdist, one per worker inside the session's
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    run = shared / "backtest-smoke-run"
+    with FileLock(shared / "backtest-smoke-run.lock"):
+        if not (run / "final_model.zip").is_file():
+            result = cli("training.train", "--config", "configs/smoke.yaml", "--run-dir", str(run))
+            assert result.returncode == 0, result.stderr
+    return run
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def whole_range_env(data, config, **kwargs) -> TradingEnv:
+    return TradingEnv(data, config, random_start=False, episode_length=None, **kwargs)
+
+
+# --- fast inference ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("logit_scale", [1.0, 300.0])
+def test_fast_policy_equals_model_predict_on_real_data(smoke_run, logit_scale):
+    """Identical actions and equity curves over the whole GOOGL file, step by step.
+
+    The smoke model is barely trained, so its logits are nearly uniform (scale 0.01); scaling
+    the logits layers by 300 gives a decisive policy whose actions change with the state.
+    """
+    model = PPO.load(smoke_run / "best_model.zip", device="cpu")
+    with torch.no_grad():
+        for head in (model.policy.decision_heads.direction, model.policy.decision_heads.leverage,
+                     model.policy.decision_heads.risk):  # fmt: skip
+            head.logits.weight.mul_(logit_scale)
+    env = whole_range_env(GOOGL, load_config(smoke_run / "config.yaml").env)
+
+    reference = record_episode(env, lambda obs: model.predict(obs, deterministic=True)[0])
+    fast = FastPolicy(model.policy, env.core)
+    record = record_strategy(env, fast)
+
+    steps = len(record) - 1
+    assert steps == env.core.end_bar - env.core.first_bar > 2000
+    for head in ("direction", "leverage", "risk"):
+        assert record[head].equals(reference[head]), head
+    assert np.array_equal(record["equity"].to_numpy(), reference["equity"].to_numpy())
+    assert fast.fallbacks < 0.02 * steps  # the fast path did the work, not the fallback
+    assert record["direction"].iloc[1:].nunique() >= 2  # not a constant policy
+
+
+def test_fast_policy_refuses_a_composition_it_does_not_reproduce():
+    env = whole_range_env(GOOGL, None, window=8)
+    kwargs = dict(trunk=dict(d_model=8, n_heads=2, n_layers=1), flat_direction_index=1,
+                  net_arch=dict(pi=[8], vf=[8]))  # fmt: skip
+    model = PPO(MultiHeadPolicy, env, policy_kwargs=kwargs, n_steps=8, batch_size=8, device="cpu")
+    with pytest.raises(ValueError, match="policy layers between features and heads"):
+        FastPolicy(model.policy, env.core)
+
+
+# --- baselines, by hand -----------------------------------------------------------------------
+
+CLOSES = [100.0, 100.0, 100.0, 104.0, 108.0, 105.0, 101.0, 97.0, 110.0]
+
+
+def small_market() -> pd.DataFrame:
+    """9 daily bars; each opens at the previous close; high/low 1% outside open and close."""
+    close = np.array(CLOSES)
+    open_ = np.concatenate([[100.0], close[:-1]])
+    return pd.DataFrame(
+        {
+            "Date": pd.date_range("2020-01-01", periods=len(close), freq="D"),
+            "Open": open_,
+            "High": np.maximum(open_, close) * 1.01,
+            "Low": np.minimum(open_, close) * 0.99,
+            "Close": close,
+            "Volume": 1e6,
+        }
+    )
+
+
+@pytest.fixture
+def small_env() -> TradingEnv:
+    """Window 2: decisions at bars 1..7; 2 bp commission, 1 bp slippage, no carrying costs."""
+    return whole_range_env(
+        small_market(),
+        None,
+        window=2,
+        commission_bps=2.0,
+        slippage_bps=1.0,
+        financing_rate_annual=0.0,
+        borrow_fee_annual=0.0,
+    )
+
+
+def test_buy_and_hold_pays_entry_costs_then_follows_the_price(small_env):
+    record = record_strategy(small_env, baseline_policies(small_env.core)["buy_and_hold"])
+    equity0, commission, slippage = 100_000.0, 2e-4, 1e-4
+    # Decided at bar 1's close, filled at bar 2's open (100) moved up by slippage.
+    open_fill = 100.0
+    units = equity0 / open_fill  # target = leverage 1 * equity at the open / open
+    fill = open_fill * (1 + slippage)
+    cash = equity0 - units * fill - units * fill * commission
+    expected = [equity0, *(cash + units * c for c in CLOSES[2:])]  # marked at each close
+    np.testing.assert_allclose(record["equity"], expected, rtol=1e-12)
+    # Stop at 90% of the fill (risk 10% at leverage 1) never reached: the lows stay above 96.
+    final = equity0 * (CLOSES[-1] / open_fill - (1 + slippage) * (1 + commission) + 1)
+    assert record["equity"].iloc[-1] == pytest.approx(final, rel=1e-12)
+    trades = trades_from_record(record)
+    assert len(trades) == 1 and trades["exit_reason"].iloc[0] == "end"
+    assert trades["entry_price"].iloc[0] == pytest.approx(fill)
+    assert (record["leverage"].iloc[1:] == 1.0).all() and (record["risk"].iloc[1:] == 0.1).all()
+
+
+def test_flat_never_trades(small_env):
+    record = record_strategy(small_env, baseline_policies(small_env.core)["flat"])
+    assert (record["equity"] == 100_000.0).all() and (record["position"] == 0).all()
+    metrics = compute_metrics(record, trades_from_record(record), bars_per_year=252)
+    assert metrics["trades"] == 0 and metrics["fees_paid"] == 0 and metrics["total_return_pct"] == 0
+
+
+def test_moving_average_crossover_uses_closes_up_to_each_bar(small_env):
+    config = small_env.core.config
+    policy = moving_average_crossover(config, np.array(CLOSES), fast=2, slow=3)
+    # bar: 2-bar mean vs 3-bar mean of the closes up to it
+    # 0, 1: no 3-bar mean yet -> flat; 2: 100 vs 100 -> flat; 3: 102 vs 101.33 -> long;
+    # 4: 106 vs 104 -> long; 5: 106.5 vs 105.67 -> long; 6: 103 vs 104.67 -> flat;
+    # 7: 99 vs 101 -> flat; 8: 103.5 vs 102.67 -> long.
+    expected = ["flat", "flat", "flat", "long", "long", "long", "flat", "flat", "long"]
+    chosen = [config.direction_names[policy({}, bar)[0]] for bar in range(len(CLOSES))]
+    assert chosen == expected
+    record = record_strategy(small_env, policy)
+    # Row k holds the action decided at bar k (first decision bar 1), filled at bar k + 1.
+    assert record["direction"].iloc[1:].tolist() == expected[1:8]
+    assert (record["position"].iloc[1:] > 0).tolist() == [e == "long" for e in expected[1:8]]
+
+
+# --- the CLI on real files --------------------------------------------------------------------
+
+SHARED = REPO.parent / "shared" / "data"
+# Each file format once. The shared GOOGL and wiki files are byte-identical to the bundled ones.
+FILES = [  # (file, options, default output folder name)
+    pytest.param(GOOGL, ["--start", "2017-01-01", "--end", "2017-12-31"],
+                 "gymanytrading_GOOGL_daily-2017-01-01-to-2017-12-31", id="googl-iso-dates"),
+    pytest.param(REPO / "data" / "wiki_AAPL_FB_GOOG_IBM_MSFT_daily.csv", ["--ticker", "AAPL"],
+                 "wiki_AAPL_FB_GOOG_IBM_MSFT_daily-AAPL", id="wiki-long-unadjusted-splits"),
+    pytest.param(SHARED / "gymanytrading_EURUSD_1h_ask.csv", [], "gymanytrading_EURUSD_1h_ask",
+                 id="eurusd-hourly-day-first"),
+    pytest.param(SHARED / "arch_SP500_index_daily.csv", [], "arch_SP500_index_daily",
+                 id="sp500-month-first"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("data", "extra", "name"), FILES)
+def test_cli_writes_the_report_for_each_file(smoke_run, data, extra, name):
+    if not data.is_file():
+        pytest.skip(f"{data} is not here")
+    result = cli("training.backtest", "--model", str(smoke_run), "--data", str(data), *extra)
+    assert result.returncode == 0, result.stderr
+    out = smoke_run / "backtest" / name
+    assert f"report: {out}" in result.stdout
+    assert "buy_and_hold" in result.stdout and "sharpe" in result.stdout  # the table
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) == STRATEGIES
+    equity = pd.read_csv(out / "equity.csv", parse_dates=["timestamp"])
+    assert list(equity.columns[: len(RECORD_COLUMNS)]) == list(RECORD_COLUMNS)
+    assert len(equity) == metrics["agent"]["bars"] + 1
+    assert (out / "trades.csv").is_file()
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(out.glob("*.tmp"))
+    if "--start" in extra:  # earlier bars only fill the first window
+        assert equity["timestamp"].iloc[0] >= pd.Timestamp("2017-01-01")
+        assert equity["timestamp"].iloc[-1] <= pd.Timestamp("2017-12-31")
+
+
+def test_training_ends_with_the_full_report_of_the_test_split(smoke_run):
+    report = smoke_run / "report"
+    assert set(json.loads((report / "metrics.json").read_text())) == STRATEGIES
+    assert (report / "report.png").is_file() and (report / "trades.csv").is_file()
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def model_folder(smoke_run, tmp_path) -> Path:
+    """An empty folder holding a copy of the smoke run's config.yaml."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    shutil.copy(smoke_run / "config.yaml", folder / "config.yaml")
+    return folder
+
+
+def _random_zip(folder: Path) -> Path:
+    path = folder / "model.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("notes.txt", "not a model")
+    return path
+
+
+def _text_file(folder: Path) -> Path:
+    path = folder / "model.zip"
+    path.write_text("hello")
+    return path
+
+
+def _sb3_mlp_model(folder: Path) -> Path:
+    path = folder / "mlp.zip"
+    PPO("MlpPolicy", "CartPole-v1", n_steps=64, device="cpu").save(path)
+    return path
+
+
+def _other_window(folder: Path) -> Path:
+    cfg = load_config(folder / "config.yaml")
+    cfg.env.window = cfg.trunk.window = 32
+    save_config(cfg, folder / "config.yaml")
+    return folder / "model.zip"
+
+
+MODELS = {
+    "random-zip": (_random_zip, "not a model saved by training.train"),
+    "not-a-zip": (_text_file, "not a model saved by training.train"),
+    "sb3-mlp-policy": (_sb3_mlp_model, "ActorCriticPolicy model, not a multi-head trading agent"),
+    "config-window-differs": (_other_window, "reads market observations of shape (16, 5)"),
+}
+
+
+@pytest.mark.parametrize("case", list(MODELS))
+def test_a_model_that_is_not_ours_exits_2_with_one_line(case, smoke_run, model_folder, capsys):
+    make, message = MODELS[case]
+    model = make(model_folder)
+    if not model.exists():
+        shutil.copy(smoke_run / "best_model.zip", model)
+    out = model_folder / "out"
+    code = main(["--model", str(model), "--data", str(GOOGL), "--out", str(out)])
+    assert_one_line_error(code, capsys.readouterr().err, message)
+    assert not out.exists()
+
+
+def test_a_zip_without_its_config_exits_2(smoke_run, tmp_path, capsys):
+    shutil.copy(smoke_run / "best_model.zip", tmp_path / "model.zip")
+    code = main(["--model", str(tmp_path / "model.zip"), "--data", str(GOOGL)])
+    assert_one_line_error(code, capsys.readouterr().err, "no config.yaml next to the model")
+
+
+def test_data_that_does_not_fit_exits_2(smoke_run, tmp_path, capsys):
+    short = tmp_path / "short.csv"
+    pd.read_csv(GOOGL).head(12).to_csv(short, index=False)  # fewer bars than window 16 + 1
+    cases = [
+        (short, [], "12 data rows, expected at least"),
+        (GOOGL, ["--start", "2018-08-29"], "selects 1 bars"),
+        (GOOGL, ["--start", "2030-01-01"], "selects 0 bars"),
+        (GOOGL, ["--end", "not-a-date"], "--end: expected a date"),
+        (tmp_path / "missing.csv", [], "missing.csv"),
+    ]
+    for data, extra, message in cases:
+        out = tmp_path / "out"
+        code = main(["--model", str(smoke_run), "--data", str(data), "--out", str(out), *extra])
+        assert_one_line_error(code, capsys.readouterr().err, message)
+        assert not out.exists()
+
+
+def test_cli_subprocess_exit_code_and_no_traceback(smoke_run, model_folder):
+    model = _sb3_mlp_model(model_folder)
+    result = cli("training.backtest", "--model", str(model), "--data", str(GOOGL))
+    assert_one_line_error(result.returncode, result.stderr, "not a multi-head trading agent")
+
+
+def assert_one_line_error(code: int, err: str, message: str) -> None:
+    assert code == 2, err
+    assert message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
