@@ -1,6 +1,6 @@
 """Backtest a trained agent and the baselines through the same environment code as training.
 
-    python -m training.backtest --model RUN_DIR_or_MODEL_ZIP --data CSV [--ticker T]
+    python -m training.backtest --model RUN_DIR_or_MODEL_ZIP --data CSV [--ticker T] [--adjust]
                                 [--start DATE] [--end DATE] [--out DIR]
 
 Reads top to bottom: model + its config -> data -> env -> agent and baselines -> metrics -> files.
@@ -292,6 +292,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--data", type=Path, required=True, help="OHLCV CSV to trade on")
     parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV")
+    parser.add_argument(
+        "--adjust",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="split-adjust prices from Adj Close (default: as the model was trained)",
+    )
     parser.add_argument("--start", help="first date to trade (earlier bars serve as history)")
     parser.add_argument("--end", help="last date to trade (a date includes its whole day)")
     parser.add_argument(
@@ -307,7 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         loaded = load_model(args.model)
         cfg = loaded.config
         market = load_market_data(
-            args.data, ticker=args.ticker, adjust=cfg.data.adjust, min_rows=cfg.env.window + 1
+            args.data,
+            ticker=args.ticker,
+            adjust=cfg.data.adjust if args.adjust is None else args.adjust,
+            min_rows=cfg.env.window + 1,
         )
         bars = select_bars(market, args.start, args.end)
         env = TradingEnv(market, cfg.env, bars=bars, random_start=False, episode_length=None)
