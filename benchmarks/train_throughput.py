@@ -119,19 +119,23 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def seconds_per_call(fn: Callable[[], None], device: torch.device, calls: int, repeats: int) -> float:
-    """Median over `repeats` of the mean wall time of `calls` calls of `fn` (after a warm-up)."""
+def seconds_per_call(fn: Callable[[], None], device: torch.device, calls: int) -> float:
+    """Mean wall time of `calls` calls of `fn`, after a few untimed calls."""
     for _ in range(max(2, calls // 5)):
         fn()
     synchronize(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        synchronize(device)
-        times.append((time.perf_counter() - start) / calls)
-    return statistics.median(times)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    synchronize(device)
+    return (time.perf_counter() - start) / calls
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device of `policy.device` ('auto' is CUDA when there is one, as in SB3)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 # --- PPO throughput ---------------------------------------------------------------------------
@@ -160,27 +164,41 @@ class PhaseTimer(BaseCallback):
 
 @dataclasses.dataclass
 class PPOTiming:
-    """One policy's PPO throughput."""
+    """One policy's PPO throughput: wall time of each timed rollout + update."""
 
     name: str
     parameters: int
-    steps: int
-    seconds: float
-    rollout_seconds: float
+    rollout_size: int
+    seconds: list[float]  # per timed rollout, its update included
+    rollout_seconds: float  # collection only, summed over the timed rollouts
 
     @property
     def steps_per_second(self) -> float:
-        """Env steps per second over rollouts and updates together."""
-        return self.steps / self.seconds
+        """Env steps per second over all timed rollouts and updates together."""
+        return self.rollout_size * len(self.seconds) / sum(self.seconds)
+
+    @property
+    def spread(self) -> str:
+        """Slowest and fastest single rollout + update, in env-steps/s."""
+        slowest, fastest = (self.rollout_size / f(self.seconds) for f in (max, min))
+        return f"{slowest:,.0f}-{fastest:,.0f}"
 
 
 def make_train_env(cfg: RunConfig) -> VecMonitor:
     """The training env of `training.train`: batched accounts over the train split."""
-    market = load_market_data(cfg.data.resolved_path(), ticker=cfg.data.ticker,
-                              adjust=cfg.data.adjust, min_rows=cfg.env.window + 1)
-    splits = chronological_split(market, validation=cfg.data.validation, test=cfg.data.test,
-                                 validation_start=cfg.data.validation_start,
-                                 test_start=cfg.data.test_start)
+    market = load_market_data(
+        cfg.data.resolved_path(),
+        ticker=cfg.data.ticker,
+        adjust=cfg.data.adjust,
+        min_rows=cfg.env.window + 1,
+    )
+    splits = chronological_split(
+        market,
+        validation=cfg.data.validation,
+        test=cfg.data.test,
+        validation_start=cfg.data.validation_start,
+        test_start=cfg.data.test_start,
+    )
     env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=splits.train)
     env.seed(cfg.train.seed)
     return VecMonitor(env)
@@ -198,23 +216,40 @@ def sb3_mlp(cfg: RunConfig, env: VecMonitor) -> PPO:
     """PPO with SB3's `MultiInputPolicy` (its MLP policy for Dict spaces), same settings."""
     ppo = dataclasses.asdict(cfg.ppo)
     ppo.pop("n_envs")
-    return PPO("MultiInputPolicy", env, seed=cfg.train.seed, device=cfg.policy.device,
-               verbose=0, **ppo)
+    return PPO(
+        "MultiInputPolicy", env, seed=cfg.train.seed, device=cfg.policy.device, verbose=0, **ppo
+    )
 
 
-def time_ppo(name: str, model: PPO, rollouts: int, warmup: int) -> PPOTiming:
-    """Run `warmup` rollouts + updates untimed, then time `rollouts` rollouts + updates."""
-    rollout_size = model.n_steps * model.n_envs
-    device = model.device
-    model.learn(warmup * rollout_size)
-    timer = PhaseTimer(device)
-    synchronize(device)
-    start = time.perf_counter()
-    model.learn(rollouts * rollout_size, callback=timer, reset_num_timesteps=False)
-    synchronize(device)
-    seconds = time.perf_counter() - start
-    parameters = sum(p.numel() for p in model.policy.parameters())
-    return PPOTiming(name, parameters, rollouts * rollout_size, seconds, timer.rollout_seconds)
+def time_ppo(models: dict[str, PPO], rollouts: int, warmup: int) -> list[PPOTiming]:
+    """Run `warmup` rollouts + updates of each model untimed, then time `rollouts` of each.
+
+    The timed rollouts alternate between the models (one rollout + update of each in turn), so
+    that a change in the machine's load during the run affects every model alike.
+    """
+    for model in models.values():
+        model.learn(warmup * model.n_steps * model.n_envs)
+    timers = {name: PhaseTimer(model.device) for name, model in models.items()}
+    seconds: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(rollouts):
+        for name, model in models.items():
+            synchronize(model.device)
+            start = time.perf_counter()
+            model.learn(
+                model.n_steps * model.n_envs, callback=timers[name], reset_num_timesteps=False
+            )
+            synchronize(model.device)
+            seconds[name].append(time.perf_counter() - start)
+    return [
+        PPOTiming(
+            name,
+            sum(p.numel() for p in model.policy.parameters()),
+            model.n_steps * model.n_envs,
+            seconds[name],
+            timers[name].rollout_seconds,
+        )
+        for name, model in models.items()
+    ]
 
 
 # --- trunk FLOP/s -----------------------------------------------------------------------------
@@ -247,15 +282,16 @@ def counted_flops(step: Callable[[], None]) -> int:
     return counter.get_total_flops()
 
 
-def matmul_gflops(size: int, dtype: torch.dtype, device: torch.device) -> float:
-    """GFLOP/s of a square `torch.mm` of `size` on `device`."""
+def matmul_operands(size: int, dtype: torch.dtype, device: torch.device) -> Callable[[], None]:
+    """A square `torch.mm` of `size` on `device`, ready to call."""
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
-    calls = max(3, int(2e10 / (2 * size**3)))  # ~20 GFLOP per repeat on CPU
-    if device.type == "cuda":
-        calls *= 50
-    seconds = seconds_per_call(lambda: torch.mm(a, b), device, calls, repeats=5)
-    return 2 * size**3 / seconds / 1e9
+    return lambda: torch.mm(a, b)
+
+
+def matmul_calls(size: int, device: torch.device) -> int:
+    """Calls per timing: ~20 GFLOP on CPU, 50 times that on a GPU."""
+    return max(3, int(2e10 / (2 * size**3))) * (50 if device.type == "cuda" else 1)
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -268,30 +304,95 @@ def verdict(value: float, target: float) -> str:
 
 def report_ppo(results: list[PPOTiming], device: torch.device) -> None:
     """Print the PPO table and the ours/SB3 ratio against its target."""
-    print(f"\n{'policy':42s} {'params':>9s} {'env-steps/s':>12s} {'rollout s':>10s} "
-          f"{'update s':>9s}")
+    print(
+        f"\n{'policy':42s} {'params':>7s} {'env-steps/s':>11s} {'per rollout':>13s} "
+        f"{'collect s':>9s} {'update s':>8s}"
+    )
     for r in results:
-        print(f"{r.name:42s} {r.parameters:9,d} {r.steps_per_second:12,.0f} "
-              f"{r.rollout_seconds:10.2f} {r.seconds - r.rollout_seconds:9.2f}")
+        update = sum(r.seconds) - r.rollout_seconds
+        print(
+            f"{r.name:42s} {r.parameters:7,d} {r.steps_per_second:11,.0f} {r.spread:>13s} "
+            f"{r.rollout_seconds:9.2f} {update:8.2f}"
+        )
     ratio = results[0].steps_per_second / results[1].steps_per_second
     target = PPO_RATIO_TARGET.get(device.type, PPO_RATIO_TARGET["cpu"])
-    print(f"ratio ours / SB3 = {ratio:.3f}  (target >= {target} on {device.type}: "
-          f"{verdict(ratio, target)})")
+    print(
+        f"ratio ours / SB3 = {ratio:.3f}  (target >= {target} on {device.type}: "
+        f"{verdict(ratio, target)})"
+    )
+
+
+def report_trunk(
+    cfg: RunConfig, device: torch.device, bf16: bool, args: argparse.Namespace
+) -> None:
+    """Time the trunk and the matmuls in alternation; print GFLOP/s and the trunk's share."""
+    t, batch = cfg.trunk, cfg.ppo.batch_size
+    torch.manual_seed(cfg.train.seed)
+    trunk = AttentionTrunk(t).to(device)
+    step = trunk_step(trunk, torch.randn(batch, t.window, t.n_features, device=device), bf16)
+    analytic = 3 * trunk_forward_flops(t, batch)
+    without_attention = 3 * trunk_forward_flops(t, batch, attention=False)
+    counted = counted_flops(step)
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    sizes = args.matmul_sizes or ([4096, 8192] if device.type == "cuda" else [1024, 2048])
+    matmuls = {size: matmul_operands(size, dtype, device) for size in sizes}
+    trunk_gflops, peaks, shares = [], {size: [] for size in sizes}, []
+    for _ in range(args.repeats):  # one repeat: the trunk, then each matmul size
+        trunk_gflops.append(analytic / seconds_per_call(step, device, args.calls) / 1e9)
+        for size, mm in matmuls.items():
+            seconds = seconds_per_call(mm, device, matmul_calls(size, device))
+            peaks[size].append(2 * size**3 / seconds / 1e9)
+        shares.append(trunk_gflops[-1] / max(p[-1] for p in peaks.values()))
+    trunk_median = statistics.median(trunk_gflops)
+    print(
+        f"analytic FLOPs: {analytic / 1e9:.3f} GFLOP per step "
+        f"({without_attention / 1e9:.3f} without the attention core)"
+    )
+    print(
+        f"FlopCounterMode: {counted / 1e9:.3f} GFLOP per step "
+        f"(cross-check; it skips SDPA where SDPA has no FLOP formula, e.g. on CPU)"
+    )
+    print(
+        f"trunk: {analytic / trunk_median / 1e6:.2f} ms per step -> {trunk_median:.1f} GFLOP/s "
+        f"(median; range {min(trunk_gflops):.1f}-{max(trunk_gflops):.1f})"
+    )
+    print(
+        "matmul "
+        + ", ".join(f"{s}x{s}: {statistics.median(g):.1f}" for s, g in peaks.items())
+        + f" GFLOP/s ({dtype}, medians)"
+    )
+    share = statistics.median(shares)
+    target = f"target >= {TRUNK_SHARE_TARGET:.0%} on CPU: {verdict(share, TRUNK_SHARE_TARGET)}"
+    print(
+        f"trunk share of the best matmul = {share:.1%} (median of the repeats; range "
+        f"{min(shares):.1%}-{max(shares):.1%})  "
+        f"({target if device.type == 'cpu' else 'no target set for GPUs'})"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH, help="run config YAML")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="config override, e.g. trunk.n_layers=1")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override, e.g. trunk.n_layers=1",
+    )
     parser.add_argument("--device", help="torch device (overrides policy.device)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--rollouts", type=int, default=3, help="timed rollouts per policy")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rollouts per policy first")
     parser.add_argument("--calls", type=int, default=20, help="trunk steps per timing repeat")
     parser.add_argument("--repeats", type=int, default=5, help="timing repeats (median taken)")
-    parser.add_argument("--matmul-sizes", type=int, nargs="+",
-                        help="square matmul sizes (default 1024 2048 on CPU, 4096 8192 on CUDA)")
+    parser.add_argument(
+        "--matmul-sizes",
+        type=int,
+        nargs="+",
+        help="square matmul sizes (default 1024 2048 on CPU, 4096 8192 on CUDA)",
+    )
     parser.add_argument("--skip-ppo", action="store_true", help="measure the trunk only")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", message=".*primarily intended to run on the CPU.*")
@@ -301,58 +402,43 @@ def main() -> None:
     cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if cfg.policy.device == "auto" and torch.cuda.is_available()
-                          else "cpu" if cfg.policy.device == "auto" else cfg.policy.device)
+    device = resolve_device(cfg.policy.device)
     bf16 = cfg.policy.bf16 and device.type == "cuda"
     print(f"# Training throughput ({args.config})")
     print("\n".join(machine_lines(device)))
     print(f"load average before: {load_average()}")
     t = cfg.trunk
-    print(f"config: window {t.window}, d_model {t.d_model}, n_heads {t.n_heads}, "
-          f"n_layers {t.n_layers}, mlp_ratio {t.mlp_ratio}; n_envs {cfg.ppo.n_envs}, "
-          f"n_steps {cfg.ppo.n_steps}, batch_size {cfg.ppo.batch_size}, "
-          f"n_epochs {cfg.ppo.n_epochs}; bf16 {bf16}")
+    print(
+        f"config: window {t.window}, d_model {t.d_model}, n_heads {t.n_heads}, "
+        f"n_layers {t.n_layers}, mlp_ratio {t.mlp_ratio}; n_envs {cfg.ppo.n_envs}, "
+        f"n_steps {cfg.ppo.n_steps}, batch_size {cfg.ppo.batch_size}, "
+        f"n_epochs {cfg.ppo.n_epochs}; bf16 {bf16}"
+    )
 
     if not args.skip_ppo:
-        print(f"\n## PPO env-steps/s: {args.warmup} warm-up + {args.rollouts} timed rollouts of "
-              f"{cfg.ppo.n_envs * cfg.ppo.n_steps:,} steps, each with its update")
-        print("SB3 baseline: MultiInputPolicy (MlpPolicy rejects Dict observation spaces; "
-              "MultiInputPolicy is SB3's MLP actor-critic behind a flattening CombinedExtractor)")
-        results = []
-        for name, build in (("ours: MultiHeadPolicy (attention trunk)", ours),
-                            ("SB3: MultiInputPolicy (MLP 64x64)", sb3_mlp)):
+        print(
+            f"\n## PPO env-steps/s: {args.warmup} warm-up + {args.rollouts} timed rollouts of "
+            f"{cfg.ppo.n_envs * cfg.ppo.n_steps:,} steps per policy, each with its update "
+            f"({cfg.ppo.n_epochs} epochs of minibatches of {cfg.ppo.batch_size}), alternating"
+        )
+        print(
+            "SB3 baseline: MultiInputPolicy (MlpPolicy rejects Dict observation spaces; "
+            "MultiInputPolicy is SB3's MLP actor-critic behind a flattening CombinedExtractor)"
+        )
+        models = {}
+        for name, build in (
+            ("ours: MultiHeadPolicy (attention trunk)", ours),
+            ("SB3: MultiInputPolicy (MLP 64x64)", sb3_mlp),
+        ):
             set_random_seed(cfg.train.seed)
-            env = make_train_env(cfg)
-            results.append(time_ppo(name, build(cfg, env), args.rollouts, args.warmup))
-            env.close()
-        report_ppo(results, device)
+            models[name] = build(cfg, make_train_env(cfg))
+        report_ppo(time_ppo(models, args.rollouts, args.warmup), device)
 
-    batch = cfg.ppo.batch_size
-    print(f"\n## Trunk forward + backward at the PPO minibatch ({batch} x {t.window} tokens)")
-    torch.manual_seed(cfg.train.seed)
-    trunk = AttentionTrunk(cfg.trunk).to(device)
-    market = torch.randn(batch, t.window, t.n_features, device=device)
-    step = trunk_step(trunk, market, bf16)
-    analytic = 3 * trunk_forward_flops(t, batch)
-    without_attention = 3 * trunk_forward_flops(t, batch, attention=False)
-    counted = counted_flops(step)
-    seconds = seconds_per_call(step, device, args.calls, args.repeats)
-    trunk_gflops = analytic / seconds / 1e9
-    dtype = torch.bfloat16 if bf16 else torch.float32
-    sizes = args.matmul_sizes or ([4096, 8192] if device.type == "cuda" else [1024, 2048])
-    peaks = {size: matmul_gflops(size, dtype, device) for size in sizes}
-    peak = max(peaks.values())
-    share = trunk_gflops / peak
-    print(f"analytic FLOPs: {analytic / 1e9:.3f} GFLOP per step "
-          f"({without_attention / 1e9:.3f} without the attention core)")
-    print(f"FlopCounterMode: {counted / 1e9:.3f} GFLOP per step "
-          f"(cross-check; it skips SDPA where SDPA has no FLOP formula, e.g. on CPU)")
-    print(f"time: {seconds * 1e3:.2f} ms per step -> {trunk_gflops:.1f} GFLOP/s")
-    print("matmul " + ", ".join(f"{s}x{s}: {g:.1f}" for s, g in peaks.items())
-          + f" GFLOP/s ({dtype}); best {peak:.1f}")
-    target = f"target >= {TRUNK_SHARE_TARGET:.0%} on CPU: {verdict(share, TRUNK_SHARE_TARGET)}"
-    print(f"trunk share of matmul throughput = {share:.1%}  "
-          f"({target if device.type == 'cpu' else 'no target set for GPUs'})")
+    print(
+        f"\n## Trunk forward + backward at the PPO minibatch ({cfg.ppo.batch_size} x "
+        f"{t.window} tokens) against square matmuls, alternating, {args.repeats} repeats"
+    )
+    report_trunk(cfg, device, bf16, args)
     print(f"\nload average after: {load_average()}")
 
 

@@ -97,8 +97,9 @@ class TradingCore:
         account_obs: np.ndarray,
     ) -> None:
         """Start fresh episodes for accounts `index` at `starts` and observe them."""
-        ex.reset_accounts(state, bars, index, starts, self.config.initial_equity, self.ohlc,
-                          account_obs)
+        ex.reset_accounts(
+            state, bars, index, starts, self.config.initial_equity, self.ohlc, account_obs
+        )
 
     def step(
         self,

@@ -213,6 +213,7 @@ class TrainConfig:
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
     log_interval: int = 1  # rollouts between SB3 log dumps (stdout and TensorBoard)
+    importance_every: int = 0  # timesteps between head-importance TensorBoard logs; 0 disables
 
     def __post_init__(self) -> None:
         self.validate()
@@ -234,6 +235,7 @@ class TrainConfig:
                     "letters, digits, '.', '_' or '-'",
                 ),
                 ("log_interval", self.log_interval >= 1, "an integer >= 1"),
+                ("importance_every", self.importance_every >= 0, "an integer >= 0"),
             ],
         )
 
@@ -393,7 +395,7 @@ def _link_sections(cfg: RunConfig, raw: Mapping[str, Any]) -> None:
     """Apply the rules that span sections (in place), given the raw mapping the user wrote.
 
     `trunk.window` follows `env.window`; writing a different `trunk.window` is an error. The
-    trunk's own shape is checked here too (`TrunkConfig` has no checks of its own).
+    trunk's own shape and variant fields are checked here too (`TrunkConfig.problems`).
     `trunk.n_features` is left to the caller, who knows the data's feature columns.
     """
     if "window" in (raw.get("trunk") or {}) and cfg.trunk.window != cfg.env.window:
@@ -402,24 +404,7 @@ def _link_sections(cfg: RunConfig, raw: Mapping[str, Any]) -> None:
             "the trunk's window follows env.window, so set env.window only"
         )
     cfg.trunk.window = cfg.env.window
-    t = cfg.trunk
-    _check(
-        "trunk",
-        t,
-        [
-            ("n_features", t.n_features >= 1, "an integer >= 1"),
-            ("n_heads", t.n_heads >= 1, "an integer >= 1"),
-            ("d_model", t.d_model >= 1, "an integer >= 1"),
-            (
-                "d_model",
-                t.n_heads >= 1 and t.d_model % t.n_heads == 0,
-                f"a multiple of trunk.n_heads ({t.n_heads})",
-            ),
-            ("n_layers", t.n_layers >= 1, "an integer >= 1"),
-            ("mlp_ratio", t.mlp_ratio > 0, "a positive number"),
-            ("dropout", 0 <= t.dropout < 1, "a number in [0, 1)"),
-        ],
-    )
+    _check("trunk", cfg.trunk, cfg.trunk.problems())
 
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:

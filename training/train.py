@@ -38,6 +38,7 @@ from training.config import (
     load_config,
     save_config,
 )
+from training.head_importance import HeadImportanceCallback
 from training.run_dir import RunDir, save_model_atomic
 
 TB_RUN_NAME = "train"
@@ -167,6 +168,8 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
     ]
     if cfg.train.checkpoint_every:
         callbacks.append(AtomicCheckpoint(run, cfg.train.checkpoint_every))
+    if cfg.train.importance_every:
+        callbacks.append(HeadImportanceCallback(cfg.train.importance_every))
     validation = ValidationCallback(validation_env, run, cfg.train.eval_every or 1)
     if cfg.train.eval_every:
         callbacks.append(validation)
