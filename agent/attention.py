@@ -111,20 +111,28 @@ class SelfAttention(nn.Module):
         v = v.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, nh, T, hs)
         return q, k, v
 
-    def forward(self, x: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, gate: torch.Tensor | None = None, last_only: bool = False
+    ) -> torch.Tensor:
         """Attend over the window.
 
         Args:
             x: [B, T, d_model] tokens.
             gate: [n_heads] or [B, n_heads] per-head gates xi_h, or None (all heads at 1).
+            last_only: attend from the last token only (every token is still a key and value);
+                the output then has one token. Used when nothing reads the other tokens.
 
         Returns:
-            [B, T, d_model].
+            [B, T, d_model], or [B, 1, d_model] with `last_only`.
         """
         B, T, C = x.size()
+        if last_only:
+            T = 1
         if self.n_heads == 0:  # every head pruned: only the output bias is left
             return self.resid_dropout(self.proj.bias.expand(B, T, C))
         q, k, v = self.project(x)  # q, k (B, nh, T, E), v (B, nh, T, hs)
+        if last_only:
+            q = q[:, :, -1:]  # (B, nh, 1, E)
         if q.size(-1) != v.size(-1):  # collaborative: E = d_shared
             q, k, v = _same_width(q, k, v)  # (B, nh, T, max(E, hs)) each
         y = F.scaled_dot_product_attention(
@@ -256,12 +264,16 @@ class Block(nn.Module):
             nn.Parameter(torch.ones(2, config.d_model)) if config.residual == "admin" else None
         )
 
-    def forward(self, x: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
-        """[B, T, d_model] -> [B, T, d_model]; `gate` [nh], [B, nh] or None, see `SelfAttention`."""
+    def forward(
+        self, x: torch.Tensor, gate: torch.Tensor | None = None, last_only: bool = False
+    ) -> torch.Tensor:
+        """[B, T, d_model] -> [B, T, d_model] ([B, 1, d_model] with `last_only`: only the last
+        token's output is computed); `gate` [nh], [B, nh] or None, see `SelfAttention`."""
+        stream = x[:, -1:] if last_only else x  # the residual stream of the computed tokens
         if self.residual == "pre_ln":
-            x = x + self.attn(self.ln_1(x), gate)
+            x = stream + self.attn(self.ln_1(x), gate, last_only)
             return x + self.mlp(self.ln_2(x))
-        x = self.ln_1(self._skip(x, 0) + self.attn(x, gate))
+        x = self.ln_1(self._skip(stream, 0) + self.attn(x, gate, last_only))
         return self.ln_2(self._skip(x, 1) + self.mlp(x))
 
     def _skip(self, x: torch.Tensor, branch: int) -> torch.Tensor:

@@ -159,9 +159,12 @@ class AttentionTrunk(nn.Module):
         """Encode market windows [B, W, n_features] into [B, d_model]."""
         x = self.embed(market)  # [B, T, d_model]
         gates = self._gates()
+        last = len(self.blocks) - 1
         for layer, block in enumerate(self.blocks):
             gate = None if gates is None else gates[..., layer, : block.attn.n_heads]
-            x = block(x, gate)  # [B, T, d_model]
+            # "last" pooling reads one token: the final block computes only that one.
+            last_only = layer == last and self.config.pooling == "last"
+            x = block(x, gate, last_only)  # [B, T, d_model] ([B, 1, d_model] if last_only)
         return self.pool(x)  # [B, d_model]
 
     @torch.no_grad()

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -149,3 +150,25 @@ def test_normal_init_std():
     trunk = AttentionTrunk(tiny_config(d_model=64, n_heads=4, init="normal"))
     assert trunk.blocks[0].attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.1)
     assert trunk.blocks[0].mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.1)
+
+
+@pytest.mark.parametrize("residual", ["pre_ln", "post_ln", "admin"])
+@pytest.mark.parametrize("attention", ["standard", "collaborative"])
+def test_last_pooling_computes_only_the_last_token_with_the_same_result(residual, attention):
+    torch.manual_seed(0)
+    config = TrunkConfig(
+        window=8,
+        n_features=5,
+        d_model=16,
+        n_heads=2,
+        n_layers=2,
+        pooling="last",
+        residual=residual,
+        attention=attention,
+    )
+    trunk = AttentionTrunk(config).eval()
+    market = torch.randn(4, 8, 5)
+    x = trunk.embed(market)
+    for block in trunk.blocks:  # every token through every block, then pool the last one
+        x = block(x)
+    np.testing.assert_allclose(trunk(market).detach(), trunk.pool(x).detach(), atol=1e-6)
