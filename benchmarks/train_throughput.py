@@ -9,33 +9,43 @@ the `BatchedTradingEnv` over the train split, wrapped in `VecMonitor` as `traini
    actor-critic (pi and vf [64, 64], tanh) behind SB3's `CombinedExtractor`, which flattens and
    concatenates the "market" and "account" entries. Each model first runs `--warmup` rollouts
    (allocations, first-call costs), then `--rollouts` timed rollouts, each followed by its PPO
-   update (`n_epochs` passes of minibatches). A callback splits the time into rollout
-   collection (env + policy inference) and the update. TensorBoard is off for both.
+   update (`n_epochs` passes of minibatches). The timed rollouts alternate between the two
+   models, so that a change in the machine's load hits both alike. A callback splits the time
+   into rollout collection (env + policy inference) and the update. TensorBoard is off for both.
 
 2. The trunk's forward + backward throughput (`AttentionTrunk` alone, loss = output sum) at
    the PPO minibatch size, in GFLOP/s, as a share of this machine's dense matmul GFLOP/s (the
-   best of square `torch.mm` at `--matmul-sizes`, same dtype and thread count, same run).
+   best square `torch.mm` of `--matmul-sizes`, same dtype and thread count, same run; trunk and
+   matmuls alternate, `--repeats` times, and the medians are reported).
 
-   FLOPs are counted analytically (matmuls only: 2 FLOPs per multiply-add; LayerNorm, GELU,
-   softmax, residual adds and biases are not counted). With B samples, T = window tokens,
-   F features, d = d_model, r = mlp_ratio and L layers, the forward pass costs
+   FLOPs are counted by `torch.utils.flop_counter.FlopCounterMode`: matmuls only, 2 FLOPs per
+   multiply-add; LayerNorm, GELU, softmax, residual adds and biases are not counted. It has no
+   formula for SDPA's CPU kernel (`aten._scaled_dot_product_flash_attention_for_cpu` and its
+   backward), so this script hands it torch's own SDPA formulas for those two ops. The count
+   is cross-checked against an analytic one: with B samples, T = window tokens, F features,
+   d = d_model, r = mlp_ratio and L standard attention layers, the forward costs
 
-       B * T * (2*F*d + L * ((6 + 2 + 4*r) * d**2 + 4*T*d))
+       B * (T * 2*F*d                                        input projection
+            + (L - 1) * T * ((6 + 2 + 4*r) * d**2 + 4*T*d)   the first L - 1 blocks
+            + T * 6*d**2 + (2 + 4*r) * d**2 + 4*T*d)         the last block ("last" pooling)
 
-   (input projection 2Fd; per layer qkv 6d^2, output projection 2d^2, MLP 4rd^2; attention
-   scores QK^T 2Td and the weighted sum AV 2Td per token), and forward + backward = 3 x forward.
-   `torch.utils.flop_counter.FlopCounterMode` is used as a cross-check: on CPU it does not count
-   SDPA (`aten._scaled_dot_product_flash_attention_for_cpu` has no FLOP formula), so it should
-   match the analytic count without the 4*T*d attention term, less the input projection's
-   gradient with respect to the input (never computed: the observation needs no gradient).
+   Per token and block: qkv projection 6d^2, output projection 2d^2, MLP 4rd^2, attention
+   scores QK^T 2Td and weighted sum AV 2Td. With "last" pooling the trunk computes only the
+   last token's output in the last block: its qkv projection still covers the window (keys
+   and values), the rest is one token; with "mean" pooling every block is full. The backward
+   costs 2 x forward, plus one more QK^T per attention layer (2Td per output token: SDPA's
+   flash-attention backward recomputes the scores rather than storing them, and torch's SDPA
+   formula counts that), less the input projection's gradient with respect to its input
+   (never computed: the observation needs no gradient). So a step is 3 x forward + the
+   recomputed scores - B*T*2*F*d.
 
 The header names the machine (CPU model, cores, torch threads, GPU), the date and the command,
-and the load average before and after: the timings are only meaningful on an idle machine.
+and the load average before and after: the timings only mean something on an idle machine.
 
 Usage:
     python benchmarks/train_throughput.py [--config configs/default.yaml] [--rollouts 3]
     python benchmarks/train_throughput.py --config configs/gpu.yaml --device cuda
-    python benchmarks/train_throughput.py --set trunk.n_layers=1 --threads 1
+    python benchmarks/train_throughput.py --set trunk.n_heads=2 --threads 1
 """
 
 from __future__ import annotations
@@ -60,7 +70,12 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import (
+    FlopCounterMode,
+    flop_registry,
+    sdpa_backward_flop_count,
+    sdpa_flop_count,
+)
 
 from agent.config import TrunkConfig
 from agent.trunk import AttentionTrunk
@@ -90,11 +105,11 @@ def cpu_model() -> str:
 
 
 def machine_lines(device: torch.device) -> list[str]:
-    """Header lines: machine, software, date, command and load."""
+    """Header lines: date, command, machine and software."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     lines = [
         f"date (UTC): {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S}",
-        f"command: {shlex.join([sys.executable.rsplit('/', 1)[-1], *sys.argv])}",
+        f"command: {shlex.join(['python', *sys.argv])}",
         f"cpu: {cpu_model()}, {cores} cores usable, torch threads {torch.get_num_threads()}",
         f"software: python {platform.python_version()}, torch {torch.__version__}, "
         f"stable-baselines3 {stable_baselines3.__version__}",
@@ -113,6 +128,13 @@ def load_average() -> str:
         return "unknown"
 
 
+def resolve_device(name: str) -> torch.device:
+    """The torch device of `policy.device` ('auto' is CUDA when there is one, as in SB3)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for queued GPU work, so that a wall-clock reading covers it (no-op on CPU)."""
     if device.type == "cuda":
@@ -129,13 +151,6 @@ def seconds_per_call(fn: Callable[[], None], device: torch.device, calls: int) -
         fn()
     synchronize(device)
     return (time.perf_counter() - start) / calls
-
-
-def resolve_device(name: str) -> torch.device:
-    """The torch device of `policy.device` ('auto' is CUDA when there is one, as in SB3)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 # --- PPO throughput ---------------------------------------------------------------------------
@@ -168,7 +183,7 @@ class PPOTiming:
 
     name: str
     parameters: int
-    rollout_size: int
+    rollout_size: int  # env steps per rollout
     seconds: list[float]  # per timed rollout, its update included
     rollout_seconds: float  # collection only, summed over the timed rollouts
 
@@ -186,18 +201,16 @@ class PPOTiming:
 
 def make_train_env(cfg: RunConfig) -> VecMonitor:
     """The training env of `training.train`: batched accounts over the train split."""
+    data = cfg.data
     market = load_market_data(
-        cfg.data.resolved_path(),
-        ticker=cfg.data.ticker,
-        adjust=cfg.data.adjust,
-        min_rows=cfg.env.window + 1,
+        data.resolved_path(), ticker=data.ticker, adjust=data.adjust, min_rows=cfg.env.window + 1
     )
     splits = chronological_split(
         market,
-        validation=cfg.data.validation,
-        test=cfg.data.test,
-        validation_start=cfg.data.validation_start,
-        test_start=cfg.data.test_start,
+        validation=data.validation,
+        test=data.test,
+        validation_start=data.validation_start,
+        test_start=data.test_start,
     )
     env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=splits.train)
     env.seed(cfg.train.seed)
@@ -216,16 +229,14 @@ def sb3_mlp(cfg: RunConfig, env: VecMonitor) -> PPO:
     """PPO with SB3's `MultiInputPolicy` (its MLP policy for Dict spaces), same settings."""
     ppo = dataclasses.asdict(cfg.ppo)
     ppo.pop("n_envs")
-    return PPO(
-        "MultiInputPolicy", env, seed=cfg.train.seed, device=cfg.policy.device, verbose=0, **ppo
-    )
+    device = cfg.policy.device
+    return PPO("MultiInputPolicy", env, seed=cfg.train.seed, device=device, verbose=0, **ppo)
 
 
 def time_ppo(models: dict[str, PPO], rollouts: int, warmup: int) -> list[PPOTiming]:
     """Run `warmup` rollouts + updates of each model untimed, then time `rollouts` of each.
 
-    The timed rollouts alternate between the models (one rollout + update of each in turn), so
-    that a change in the machine's load during the run affects every model alike.
+    The timed rollouts alternate between the models (one rollout + update of each in turn).
     """
     for model in models.values():
         model.learn(warmup * model.n_steps * model.n_envs)
@@ -233,20 +244,19 @@ def time_ppo(models: dict[str, PPO], rollouts: int, warmup: int) -> list[PPOTimi
     seconds: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(rollouts):
         for name, model in models.items():
+            rollout_size = model.n_steps * model.n_envs
             synchronize(model.device)
             start = time.perf_counter()
-            model.learn(
-                model.n_steps * model.n_envs, callback=timers[name], reset_num_timesteps=False
-            )
+            model.learn(rollout_size, callback=timers[name], reset_num_timesteps=False)
             synchronize(model.device)
             seconds[name].append(time.perf_counter() - start)
     return [
         PPOTiming(
-            name,
-            sum(p.numel() for p in model.policy.parameters()),
-            model.n_steps * model.n_envs,
-            seconds[name],
-            timers[name].rollout_seconds,
+            name=name,
+            parameters=sum(p.numel() for p in model.policy.parameters()),
+            rollout_size=model.n_steps * model.n_envs,
+            seconds=seconds[name],
+            rollout_seconds=timers[name].rollout_seconds,
         )
         for name, model in models.items()
     ]
@@ -255,12 +265,47 @@ def time_ppo(models: dict[str, PPO], rollouts: int, warmup: int) -> list[PPOTimi
 # --- trunk FLOP/s -----------------------------------------------------------------------------
 
 
-def trunk_forward_flops(config: TrunkConfig, batch: int, attention: bool = True) -> int:
-    """Analytic matmul FLOPs of one trunk forward pass (formula in the module docstring)."""
+def trunk_step_flops(config: TrunkConfig, batch: int) -> int | None:
+    """Analytic matmul FLOPs of one trunk forward + backward (module docstring), or None.
+
+    None where the formula does not apply: collaborative attention, or a cls token.
+    """
+    if config.attention != "standard" or config.pooling == "cls":
+        return None
     t, f, d = config.window, config.n_features, config.d_model
-    hidden = int(config.mlp_ratio * d)
-    per_layer = 6 * d * d + 2 * d * d + 4 * d * hidden + (4 * t * d if attention else 0)
-    return batch * t * (2 * f * d + config.n_layers * per_layer)
+    input_projection = batch * t * 2 * f * d
+    forward, recomputed = input_projection, 0
+    blocks = config.block_heads  # heads of each block
+    for i, n_heads in enumerate(blocks):
+        inner = n_heads * config.head_dim  # width of the block's heads side by side
+        out_tokens = 1 if i == len(blocks) - 1 and config.pooling == "last" else t
+        forward += batch * t * 2 * d * 3 * inner  # qkv projection over the whole window
+        forward += batch * out_tokens * (4 * t * inner + 2 * inner * d + 4 * d * config.mlp_hidden)
+        recomputed += batch * out_tokens * 2 * t * inner  # QK^T again in SDPA's backward
+    return 3 * forward + recomputed - input_projection
+
+
+def _cpu_sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _cpu_sdpa_backward_flops(
+    grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs
+) -> int:
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+def counted_flops(step: Callable[[], None]) -> int:
+    """FLOPs of `step` as `FlopCounterMode` counts them, SDPA's CPU kernel included."""
+    aten = torch.ops.aten
+    cpu_sdpa = {
+        aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_flops,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_sdpa_backward_flops,
+    }
+    missing = {op: formula for op, formula in cpu_sdpa.items() if op not in flop_registry}
+    with FlopCounterMode(display=False, custom_mapping=missing) as counter:
+        step()
+    return counter.get_total_flops()
 
 
 def trunk_step(trunk: AttentionTrunk, market: torch.Tensor, bf16: bool) -> Callable[[], None]:
@@ -275,14 +320,7 @@ def trunk_step(trunk: AttentionTrunk, market: torch.Tensor, bf16: bool) -> Calla
     return step
 
 
-def counted_flops(step: Callable[[], None]) -> int:
-    """FLOPs of `step` as `FlopCounterMode` counts them."""
-    with FlopCounterMode(display=False) as counter:
-        step()
-    return counter.get_total_flops()
-
-
-def matmul_operands(size: int, dtype: torch.dtype, device: torch.device) -> Callable[[], None]:
+def matmul(size: int, dtype: torch.dtype, device: torch.device) -> Callable[[], None]:
     """A square `torch.mm` of `size` on `device`, ready to call."""
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
@@ -316,10 +354,8 @@ def report_ppo(results: list[PPOTiming], device: torch.device) -> None:
         )
     ratio = results[0].steps_per_second / results[1].steps_per_second
     target = PPO_RATIO_TARGET.get(device.type, PPO_RATIO_TARGET["cpu"])
-    print(
-        f"ratio ours / SB3 = {ratio:.3f}  (target >= {target} on {device.type}: "
-        f"{verdict(ratio, target)})"
-    )
+    print(f"ratio ours / SB3 = {ratio:.3f}  (target >= {target} on {device.type}: ", end="")
+    print(f"{verdict(ratio, target)})")
 
 
 def report_trunk(
@@ -330,47 +366,38 @@ def report_trunk(
     torch.manual_seed(cfg.train.seed)
     trunk = AttentionTrunk(t).to(device)
     step = trunk_step(trunk, torch.randn(batch, t.window, t.n_features, device=device), bf16)
-    analytic = 3 * trunk_forward_flops(t, batch)
-    without_attention = 3 * trunk_forward_flops(t, batch, attention=False)
-    counted = counted_flops(step)
+    flops, analytic = counted_flops(step), trunk_step_flops(t, batch)
     dtype = torch.bfloat16 if bf16 else torch.float32
     sizes = args.matmul_sizes or ([4096, 8192] if device.type == "cuda" else [1024, 2048])
-    matmuls = {size: matmul_operands(size, dtype, device) for size in sizes}
+    matmuls = {size: matmul(size, dtype, device) for size in sizes}
     trunk_gflops, peaks, shares = [], {size: [] for size in sizes}, []
     for _ in range(args.repeats):  # one repeat: the trunk, then each matmul size
-        trunk_gflops.append(analytic / seconds_per_call(step, device, args.calls) / 1e9)
+        trunk_gflops.append(flops / seconds_per_call(step, device, args.calls) / 1e9)
         for size, mm in matmuls.items():
             seconds = seconds_per_call(mm, device, matmul_calls(size, device))
             peaks[size].append(2 * size**3 / seconds / 1e9)
         shares.append(trunk_gflops[-1] / max(p[-1] for p in peaks.values()))
-    trunk_median = statistics.median(trunk_gflops)
+
+    check = "n/a for this trunk variant" if analytic is None else f"{analytic / 1e9:.3f} GFLOP"
+    gflops = statistics.median(trunk_gflops)
+    print(f"FLOPs per step: {flops / 1e9:.3f} GFLOP (FlopCounterMode); analytic: {check}")
     print(
-        f"analytic FLOPs: {analytic / 1e9:.3f} GFLOP per step "
-        f"({without_attention / 1e9:.3f} without the attention core)"
-    )
-    print(
-        f"FlopCounterMode: {counted / 1e9:.3f} GFLOP per step "
-        f"(cross-check; it skips SDPA where SDPA has no FLOP formula, e.g. on CPU)"
-    )
-    print(
-        f"trunk: {analytic / trunk_median / 1e6:.2f} ms per step -> {trunk_median:.1f} GFLOP/s "
+        f"trunk: {flops / gflops / 1e6:.2f} ms per step -> {gflops:.1f} GFLOP/s "
         f"(median; range {min(trunk_gflops):.1f}-{max(trunk_gflops):.1f})"
     )
-    print(
-        "matmul "
-        + ", ".join(f"{s}x{s}: {statistics.median(g):.1f}" for s, g in peaks.items())
-        + f" GFLOP/s ({dtype}, medians)"
-    )
+    medians = ", ".join(f"{s}x{s}: {statistics.median(g):.1f}" for s, g in peaks.items())
+    print(f"matmul {medians} GFLOP/s ({dtype}, medians)")
     share = statistics.median(shares)
     target = f"target >= {TRUNK_SHARE_TARGET:.0%} on CPU: {verdict(share, TRUNK_SHARE_TARGET)}"
     print(
-        f"trunk share of the best matmul = {share:.1%} (median of the repeats; range "
+        f"trunk share of the best matmul = {share:.1%} (median; range "
         f"{min(shares):.1%}-{max(shares):.1%})  "
         f"({target if device.type == 'cpu' else 'no target set for GPUs'})"
     )
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH, help="run config YAML")
     parser.add_argument(
@@ -379,14 +406,14 @@ def main() -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="config override, e.g. trunk.n_layers=1",
+        help="config override, e.g. trunk.n_heads=2",
     )
     parser.add_argument("--device", help="torch device (overrides policy.device)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--rollouts", type=int, default=3, help="timed rollouts per policy")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rollouts per policy first")
-    parser.add_argument("--calls", type=int, default=20, help="trunk steps per timing repeat")
-    parser.add_argument("--repeats", type=int, default=5, help="timing repeats (median taken)")
+    parser.add_argument("--calls", type=int, default=20, help="trunk steps per timing")
+    parser.add_argument("--repeats", type=int, default=5, help="trunk/matmul timings (median)")
     parser.add_argument(
         "--matmul-sizes",
         type=int,
@@ -394,32 +421,35 @@ def main() -> None:
         help="square matmul sizes (default 1024 2048 on CPU, 4096 8192 on CUDA)",
     )
     parser.add_argument("--skip-ppo", action="store_true", help="measure the trunk only")
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore", message=".*primarily intended to run on the CPU.*")
+    return parser.parse_args()
 
-    overrides = list(args.overrides) + ([f"policy.device={args.device}"] if args.device else [])
+
+def main() -> None:
+    args = parse_args()
+    warnings.filterwarnings("ignore", message=".*primarily intended to run on the CPU.*")
+    overrides = [*args.overrides, *([f"policy.device={args.device}"] if args.device else [])]
     cfg = load_config(args.config, overrides)
     cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(cfg.policy.device)
     bf16 = cfg.policy.bf16 and device.type == "cuda"
+    t, p = cfg.trunk, cfg.ppo
+
     print(f"# Training throughput ({args.config})")
     print("\n".join(machine_lines(device)))
     print(f"load average before: {load_average()}")
-    t = cfg.trunk
     print(
-        f"config: window {t.window}, d_model {t.d_model}, n_heads {t.n_heads}, "
-        f"n_layers {t.n_layers}, mlp_ratio {t.mlp_ratio}; n_envs {cfg.ppo.n_envs}, "
-        f"n_steps {cfg.ppo.n_steps}, batch_size {cfg.ppo.batch_size}, "
-        f"n_epochs {cfg.ppo.n_epochs}; bf16 {bf16}"
+        f"config: window {t.window}, d_model {t.d_model}, n_heads {t.n_heads}, n_layers "
+        f"{t.n_layers}, mlp_ratio {t.mlp_ratio}, pooling {t.pooling}; n_envs {p.n_envs}, "
+        f"n_steps {p.n_steps}, batch_size {p.batch_size}, n_epochs {p.n_epochs}; bf16 {bf16}"
     )
 
     if not args.skip_ppo:
         print(
             f"\n## PPO env-steps/s: {args.warmup} warm-up + {args.rollouts} timed rollouts of "
-            f"{cfg.ppo.n_envs * cfg.ppo.n_steps:,} steps per policy, each with its update "
-            f"({cfg.ppo.n_epochs} epochs of minibatches of {cfg.ppo.batch_size}), alternating"
+            f"{p.n_envs * p.n_steps:,} steps per policy, alternating, each with its update "
+            f"({p.n_epochs} epochs of minibatches of {p.batch_size})"
         )
         print(
             "SB3 baseline: MultiInputPolicy (MlpPolicy rejects Dict observation spaces; "
@@ -435,8 +465,8 @@ def main() -> None:
         report_ppo(time_ppo(models, args.rollouts, args.warmup), device)
 
     print(
-        f"\n## Trunk forward + backward at the PPO minibatch ({cfg.ppo.batch_size} x "
-        f"{t.window} tokens) against square matmuls, alternating, {args.repeats} repeats"
+        f"\n## Trunk forward + backward at the PPO minibatch ({p.batch_size} x {t.window} "
+        f"tokens), alternating with square matmuls, {args.repeats} repeats"
     )
     report_trunk(cfg, device, bf16, args)
     print(f"\nload average after: {load_average()}")

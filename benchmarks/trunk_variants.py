@@ -53,11 +53,12 @@ from stable_baselines3.common.vec_env import VecMonitor
 
 from agent.pruning import prune_trunk
 from agent.trunk import AttentionTrunk
-from envs import BatchedTradingEnv, MarketData, TradingEnv, load_market_data
+from envs import BatchedTradingEnv, MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
-from envs.splits import Splits, chronological_split
+from envs.splits import Splits
 from training.baselines import buy_and_hold
-from training.config import DEFAULT_CONFIG_PATH, RunConfig, load_config
+from training.config import RunConfig, add_config_arguments, load_config
+from training.data import load_run_market, split_run_market
 from training.head_pruning import agent_metrics, parameter_count, strategy_metrics
 from training.run_dir import RunDir
 from training.train import build_model
@@ -73,8 +74,8 @@ VARIANTS = {
 
 def data(cfg: RunConfig) -> tuple[MarketData, Splits]:
     """The config's bars and their chronological split."""
-    market = load_market_data(cfg.data.resolved_path(), ticker=cfg.data.ticker)
-    return market, chronological_split(market, validation=cfg.data.validation, test=cfg.data.test)
+    market = load_run_market(cfg)
+    return market, split_run_market(market, cfg.data)
 
 
 def validation_env(cfg: RunConfig) -> TradingEnv:
@@ -183,15 +184,7 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH, help="run config")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="config override for every variant",
-    )
+    add_config_arguments(parser)
     parser.add_argument("--seeds", type=int, default=3, help="training seeds 0..N-1")
     parser.add_argument("--timesteps", type=int, default=16_384, help="env steps per run")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))

@@ -12,9 +12,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 
 from envs import execution as ex
 from envs.config import EnvConfig
-from envs.core import TradingCore
-from envs.market_data import load_market_data
-from envs.trading_env import DataSource, make_config
+from envs.core import DataSource, TradingCore
 
 
 class BatchedTradingEnv(VecEnv):
@@ -41,9 +39,10 @@ class BatchedTradingEnv(VecEnv):
         adjust: bool = False,
         **config_overrides: Any,
     ) -> None:
-        self.config = make_config(config, **config_overrides)
-        market = load_market_data(data, ticker=ticker, adjust=adjust)
-        self.core = TradingCore(market, self.config, bars)
+        self.core = TradingCore.load(
+            data, config, bars=bars, ticker=ticker, adjust=adjust, **config_overrides
+        )
+        self.config = self.core.config
         self.render_mode = None
         super().__init__(n_envs, self.core.observation_space, self.core.action_space)
         self._state, self._bars = self.core.new_accounts(n_envs)

@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from gymnasium import spaces
 from numpy.lib.stride_tricks import sliding_window_view
 
 from envs import execution as ex
 from envs.config import EnvConfig
 from envs.features import CLIP, FEATURE_NAMES, compute_features
-from envs.market_data import DataError, MarketData
+from envs.market_data import DataError, MarketData, load_market_data
+
+
+def make_config(config: EnvConfig | None = None, **overrides: Any) -> EnvConfig:
+    """An `EnvConfig` from an optional base and keyword overrides (unknown keys are an error)."""
+    known = {f.name for f in fields(EnvConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"unknown env config key(s): {', '.join(unknown)}")
+    return replace(config or EnvConfig(), **overrides)
+
+
+DataSource = str | Path | pd.DataFrame | MarketData  # what the environments accept as `data`
 
 
 class TradingCore:
@@ -21,6 +36,21 @@ class TradingCore:
     Everything a step needs is precomputed here once (features, OHLC, level tables, per-bar cost
     rates), so a step is O(1) in the length of the data and touches no pandas.
     """
+
+    @classmethod
+    def load(
+        cls,
+        data: DataSource,
+        config: EnvConfig | None = None,
+        *,
+        bars: range | None = None,
+        ticker: str | None = None,
+        adjust: bool = False,
+        **config_overrides: Any,
+    ) -> TradingCore:
+        """Load `data` (a CSV path, a DataFrame or a `MarketData`) and build the core for it."""
+        config = make_config(config, **config_overrides)
+        return cls(load_market_data(data, ticker=ticker, adjust=adjust), config, bars)
 
     def __init__(self, market: MarketData, config: EnvConfig, bars: range | None = None) -> None:
         self.market = market

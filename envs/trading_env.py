@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
-import pandas as pd
 
 from envs import execution as ex
 from envs.config import EnvConfig
-from envs.core import TradingCore
-from envs.market_data import MarketData, load_market_data
-
-DataSource = str | pd.DataFrame | MarketData
-
-
-def make_config(config: EnvConfig | None = None, **overrides: Any) -> EnvConfig:
-    """An `EnvConfig` from an optional base and keyword overrides (unknown keys are an error)."""
-    known = {f.name for f in fields(EnvConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise TypeError(f"unknown env config key(s): {', '.join(unknown)}")
-    return replace(config or EnvConfig(), **overrides)
+from envs.core import DataSource, TradingCore
 
 
 class TradingEnv(gym.Env):
@@ -88,9 +74,10 @@ class TradingEnv(gym.Env):
         adjust: bool = False,
         **config_overrides: Any,
     ) -> None:
-        self.config = make_config(config, **config_overrides)
-        market = load_market_data(data, ticker=ticker, adjust=adjust)
-        self.core = TradingCore(market, self.config, bars)
+        self.core = TradingCore.load(
+            data, config, bars=bars, ticker=ticker, adjust=adjust, **config_overrides
+        )
+        self.config = self.core.config
         self.observation_space = self.core.observation_space
         self.action_space = self.core.action_space
         self._state, self._bars = self.core.new_accounts(1)

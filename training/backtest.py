@@ -40,9 +40,10 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agent import MultiHeadPolicy
-from envs import DataError, MarketData, TradingEnv, load_market_data
+from envs import MarketData, TradingEnv, load_market_data
 from training.baselines import BarPolicy, baseline_policies
-from training.config import ConfigError, RunConfig, load_config
+from training.cli import reports_user_errors
+from training.config import RunConfig, load_config
 from training.fast_inference import FastPolicy
 from training.metrics import compute_metrics, format_metrics_table, trades_from_record
 from training.report import AGENT, render_report
@@ -306,31 +307,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@reports_user_errors(BacktestError)
 def main(argv: Sequence[str] | None = None) -> int:
     """Backtest; print the metrics table and where the report is. User mistakes exit 2."""
     args = parse_args(argv)
-    try:
-        loaded = load_model(args.model)
-        cfg = loaded.config
-        market = load_market_data(
-            args.data,
-            ticker=args.ticker,
-            adjust=cfg.data.adjust if args.adjust is None else args.adjust,
-            min_rows=cfg.env.window + 1,
-        )
-        bars = select_bars(market, args.start, args.end)
-        env = TradingEnv(market, cfg.env, bars=bars, random_start=False, episode_length=None)
-        check_fits(loaded.model, env, loaded.path)
-        result = backtest(loaded.model, env)
-        out = args.out or default_out(loaded.run_dir, args.data, args)
-        title = f"{loaded.path.name} on {_default_title(env)}"
-        write_report(result, out, title)
-    except (BacktestError, ConfigError, DataError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as error:
-        print(f"error: {error.filename or error}: file not found", file=sys.stderr)
-        return 2
+    loaded = load_model(args.model)
+    cfg = loaded.config
+    market = load_market_data(
+        args.data,
+        ticker=args.ticker,
+        adjust=cfg.data.adjust if args.adjust is None else args.adjust,
+        min_rows=cfg.env.window + 1,
+    )
+    bars = select_bars(market, args.start, args.end)
+    env = TradingEnv(market, cfg.env, bars=bars, random_start=False, episode_length=None)
+    check_fits(loaded.model, env, loaded.path)
+    result = backtest(loaded.model, env)
+    out = args.out or default_out(loaded.run_dir, args.data, args)
+    title = f"{loaded.path.name} on {_default_title(env)}"
+    write_report(result, out, title)
     core = env.core
     print(f"{loaded.path} on {market!r}, decisions at bars {core.first_bar}..{core.end_bar - 1}")
     print(format_metrics_table(result.metrics))

@@ -25,6 +25,7 @@ key and what was expected, e.g. `configs/x.yaml: ppo.n_steps: expected int, got 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import os
@@ -519,3 +520,21 @@ def save_config(cfg: RunConfig, path: str | Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--config FILE` and repeatable `--set section.key=value` (into `args.overrides`)."""
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG_PATH,
+        help="YAML config (overrides of the documented defaults)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. ppo.n_steps=64 (repeatable)",
+    )

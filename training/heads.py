@@ -44,11 +44,12 @@ from typing import Any
 
 import numpy as np
 
-from envs import DataError, MarketData, TradingEnv, load_market_data
-from envs.splits import chronological_split
+from envs import DataError, MarketData, TradingEnv
 from training.attention_maps import DateError, attention_at, bar_at
 from training.backtest import BacktestError, LoadedModel, check_fits, load_model
-from training.config import ConfigError, save_config
+from training.cli import reports_user_errors
+from training.config import save_config
+from training.data import load_run_market, split_run_market
 from training.head_importance import (
     TARGETS,
     ImportanceBatch,
@@ -74,22 +75,15 @@ class UsageError(ValueError):
 
 def load_market(loaded: LoadedModel, args: argparse.Namespace) -> MarketData:
     """The bars of `--data` with the run's loader settings."""
-    cfg = loaded.config
-    return load_market_data(
-        args.data, ticker=args.ticker, adjust=cfg.data.adjust, min_rows=cfg.env.window + 1
+    cfg = dataclasses.replace(
+        loaded.config, data=dataclasses.replace(loaded.config.data, ticker=args.ticker)
     )
+    return load_run_market(cfg, args.data)
 
 
 def split_env(loaded: LoadedModel, market: MarketData, split: str) -> TradingEnv:
     """An env over one split of `market` (the run's split settings), checked against the model."""
-    data = loaded.config.data
-    splits = chronological_split(
-        market,
-        validation=data.validation,
-        test=data.test,
-        validation_start=data.validation_start,
-        test_start=data.test_start,
-    )
+    splits = split_run_market(market, loaded.config.data)
     bars = None if split == "all" else getattr(splits, split)
     if bars is not None and len(bars) == 0:
         raise DataError(f"{market.source}: the run's config leaves no {split} bars")
@@ -308,19 +302,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@reports_user_errors(BacktestError, DateError, UsageError)
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; print where its files are. User mistakes exit 2 with one line."""
     args = parse_args(argv)
-    try:
-        loaded = load_model(args.model)
-        out = args.out or loaded.run_dir / "heads"
-        written = RUNNERS[args.command](loaded, args, out)
-    except (BacktestError, ConfigError, DataError, DateError, UsageError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as error:
-        print(f"error: {error.filename or error}: file not found", file=sys.stderr)
-        return 2
+    loaded = load_model(args.model)
+    out = args.out or loaded.run_dir / "heads"
+    written = RUNNERS[args.command](loaded, args, out)
     print("\n".join(["written:", *(f"  {path}" for path in written)]))
     return 0
 

@@ -17,9 +17,8 @@ from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor
 
 from agent import MultiHeadPolicy
-from envs import BatchedTradingEnv, DataError, MarketData, TradingEnv, load_market_data
+from envs import BatchedTradingEnv, MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
-from envs.splits import chronological_split
 from training.backtest import load_model, run_backtest
 from training.callbacks import (
     AtomicCheckpoint,
@@ -29,15 +28,16 @@ from training.callbacks import (
     ValidationCallback,
     flatten,
 )
+from training.cli import reports_user_errors
 from training.config import (
-    DEFAULT_CONFIG_PATH,
     REPO_ROOT,
-    ConfigError,
     RunConfig,
+    add_config_arguments,
     config_to_dict,
     load_config,
     save_config,
 )
+from training.data import load_run_market, split_run_market
 from training.head_importance import HeadImportanceCallback
 from training.run_dir import RunDir, save_model_atomic
 
@@ -47,23 +47,10 @@ TB_RUN_NAME = "train"
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options; `--set section.key=value` overrides any config key."""
     parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__)
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=DEFAULT_CONFIG_PATH,
-        help="YAML config (overrides of the documented defaults)",
-    )
+    add_config_arguments(parser)
     parser.add_argument("--data", help="OHLCV CSV to train on (sets data.path)")
     parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV (data.ticker)")
     parser.add_argument("--run-dir", type=Path, help="output folder (default runs/<name>-<time>)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. ppo.n_steps=64",
-    )
     parser.add_argument(
         "--resume",
         type=Path,
@@ -126,19 +113,8 @@ def build_model(cfg: RunConfig, env: BatchedTradingEnv, run: RunDir) -> PPO:
 def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
     """Train (or continue) the run; return where the outputs are."""
     set_random_seed(cfg.train.seed)
-    market = load_market_data(
-        cfg.data.resolved_path(),
-        ticker=cfg.data.ticker,
-        adjust=cfg.data.adjust,
-        min_rows=cfg.env.window + 1,
-    )
-    splits = chronological_split(
-        market,
-        validation=cfg.data.validation,
-        test=cfg.data.test,
-        validation_start=cfg.data.validation_start,
-        test_start=cfg.data.test_start,
-    )
+    market = load_run_market(cfg)
+    splits = split_run_market(market, cfg.data)
     cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     if not resume:
         save_config(cfg, run.config)
@@ -219,19 +195,13 @@ def train_on_bars(cfg: RunConfig, market: MarketData, bars: range, run: RunDir) 
     return model
 
 
+@reports_user_errors()
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: train, then print where everything is. User mistakes exit 2, one line."""
     args = parse_args(argv)
-    try:
-        cfg = resolve_config(args)
-        run = make_run_dir(cfg, args.resume)
-        outputs = train(cfg, run, resume=args.resume is not None)
-    except (ConfigError, DataError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as error:
-        print(f"error: {error.filename or error}: file not found", file=sys.stderr)
-        return 2
+    cfg = resolve_config(args)
+    run = make_run_dir(cfg, args.resume)
+    outputs = train(cfg, run, resume=args.resume is not None)
     width = max(len(name) for name in outputs)
     print(f"\nrun finished: {run.root}")
     for name, path in outputs.items():

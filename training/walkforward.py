@@ -26,16 +26,18 @@ from typing import Any
 
 import pandas as pd
 
-from envs import DataError, MarketData, TradingEnv, load_market_data
+from envs import MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
 from training.backtest import AGENT, BacktestResult, backtest, time_labels
+from training.cli import reports_user_errors
 from training.config import (
-    DEFAULT_CONFIG_PATH,
     REPO_ROOT,
     ConfigError,
     RunConfig,
+    add_config_arguments,
     save_config,
 )
+from training.data import load_run_market
 from training.metrics import compute_metrics, format_metrics_table
 from training.run_dir import RunDir, save_model_atomic, write_json_atomic
 from training.train import resolve_config, train_on_bars
@@ -108,12 +110,7 @@ def walk_forward(cfg: RunConfig, folds: int, out: Path | None) -> tuple[RunDir, 
     Returns the output folder (`out`, or a new `runs/walkforward-<name>-<time>`), created once
     the folds are known to fit the data, and the walkforward.json data.
     """
-    market = load_market_data(
-        cfg.data.resolved_path(),
-        ticker=cfg.data.ticker,
-        adjust=cfg.data.adjust,
-        min_rows=cfg.env.window + 1,
-    )
+    market = load_run_market(cfg)
     cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     ranges = fold_ranges(len(market), folds)
     # Every test env first: a segment too short for the window fails before any training.
@@ -161,44 +158,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m training.walkforward", description=__doc__.splitlines()[0]
     )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=DEFAULT_CONFIG_PATH,
-        help="YAML config (overrides of the documented defaults)",
-    )
+    add_config_arguments(parser)
     parser.add_argument("--folds", type=int, required=True, help="number of test segments, >= 1")
     parser.add_argument("--data", help="OHLCV CSV (sets data.path)")
     parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV (data.ticker)")
     parser.add_argument(
         "--out", type=Path, help="output folder (default runs/walkforward-<name>-<time>)"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. ppo.n_steps=64",
-    )
     parser.set_defaults(resume=None, run_dir=None)  # as `training.train.resolve_config` reads
     return parser.parse_args(argv)
 
 
+@reports_user_errors()
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: walk forward, print the tables, write walkforward.json. Mistakes exit 2."""
     args = parse_args(argv)
-    try:
-        if args.folds < 1:
-            raise ConfigError(f"--folds: expected an integer >= 1, got {args.folds}")
-        cfg = resolve_config(args)
-        out, report = walk_forward(cfg, args.folds, args.out)
-    except (ConfigError, DataError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as error:
-        print(f"error: {error.filename or error}: file not found", file=sys.stderr)
-        return 2
+    if args.folds < 1:
+        raise ConfigError(f"--folds: expected an integer >= 1, got {args.folds}")
+    cfg = resolve_config(args)
+    out, report = walk_forward(cfg, args.folds, args.out)
     path = write_json_atomic(out.root / "walkforward.json", report)
     print(f"\nwalk-forward report: {path}\nfold models: {out.root}/fold_<k>/final_model.zip")
     return 0
