@@ -154,12 +154,6 @@ def write_report(result: BacktestResult, out: Path, title: str) -> Path:
     return out
 
 
-def run_backtest(model: BaseAlgorithm, env: TradingEnv, out: Path, title: str = "") -> Path:
-    """Backtest `model` and the baselines over `env`'s range and write the report to `out`."""
-    result = backtest(model, env)
-    return write_report(result, out, title or _default_title(env))
-
-
 def time_labels(timestamps: np.ndarray) -> list[str]:
     """Timestamps as text: dates alone when every one is at midnight (daily bars)."""
     times = pd.DatetimeIndex(timestamps)

@@ -19,7 +19,7 @@ from stable_baselines3.common.vec_env import VecMonitor
 from agent import MultiHeadPolicy
 from envs import BatchedTradingEnv, MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
-from training.backtest import load_model, run_backtest
+from training.backtest import backtest, load_model, write_report
 from training.callbacks import (
     AtomicCheckpoint,
     HeadMonitor,
@@ -39,6 +39,7 @@ from training.config import (
 )
 from training.data import load_run_market, split_run_market
 from training.head_importance import HeadImportanceCallback
+from training.metrics import format_metrics_table
 from training.run_dir import RunDir, save_model_atomic
 
 TB_RUN_NAME = "train"
@@ -166,7 +167,10 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
 
     test_env = TradingEnv(market, cfg.env, bars=splits.test, **whole_range)
     # The model `python -m training.backtest --model RUN_DIR` reads: best_model.zip, else final.
-    report = run_backtest(load_model(run.root).model, test_env, run.report)
+    result = backtest(load_model(run.root).model, test_env)
+    report = write_report(result, run.report, f"{run.root.name} on the test split")
+    print(f"\nbacktest of the test split ({len(splits.test)} bars), agent vs baselines:")
+    print(format_metrics_table(result.metrics))
     return {
         "final model": run.final_model,
         "best model (validation Sharpe)": run.best_model,
