@@ -41,6 +41,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agent import MultiHeadPolicy
 from envs import MarketData, TradingEnv, load_market_data
+from training.atomic import write_atomic, write_json_atomic
 from training.baselines import BarPolicy, baseline_policies
 from training.cli import reports_user_errors
 from training.config import RunConfig, load_config
@@ -48,7 +49,7 @@ from training.fast_inference import FastPolicy
 from training.metrics import compute_metrics, format_metrics_table, trades_from_record
 from training.report import AGENT, render_report
 from training.rollout import record_episode
-from training.run_dir import RunDir, write_atomic, write_json_atomic
+from training.run_dir import RunDir
 
 MODEL_NAMES = ("best_model.zip", "final_model.zip")  # in a run folder, in order of preference
 

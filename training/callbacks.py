@@ -18,9 +18,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import HParam
 
 from envs import EnvConfig, TradingEnv
+from training.atomic import write_json_atomic
 from training.metrics import compute_metrics, trades_from_record
 from training.rollout import record_episode
-from training.run_dir import RunDir, save_model_atomic, write_json_atomic
+from training.run_dir import RunDir, save_model_atomic
 
 HEADS = ("direction", "leverage", "risk")
 _HISTOGRAM_ONLY = ("stdout", "log", "json", "csv")  # histograms go to TensorBoard alone

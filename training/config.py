@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import os
 import re
-import tempfile
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,6 +41,7 @@ import yaml
 
 from agent.config import TrunkConfig
 from envs.config import EnvConfig
+from training.atomic import write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG_PATH = REPO_ROOT / "configs" / "default.yaml"
@@ -508,17 +507,9 @@ def save_config(cfg: RunConfig, path: str | Path) -> Path:
     a reader never sees half a file. Missing parent folders are created. Returns the path.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = "# Resolved run configuration (training.config.save_config): every key, every section.\n"
     text += yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text)
     return path
 
 

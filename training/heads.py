@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from envs import DataError, MarketData, TradingEnv
+from training.atomic import write_atomic, write_json_atomic
 from training.attention_maps import DateError, attention_at, bar_at
 from training.backtest import BacktestError, LoadedModel, check_fits, load_model
 from training.cli import reports_user_errors
@@ -60,7 +61,7 @@ from training.head_importance import (
 )
 from training.head_plots import attention_figure, figure_png, importance_figure, pruning_figure
 from training.head_pruning import heads_to_prune, prune_and_check, pruning_curve, pruning_order
-from training.run_dir import save_model_atomic, write_atomic, write_json_atomic
+from training.run_dir import save_model_atomic
 
 COMMANDS = ("importance", "prune", "attention")
 SPLITS = ("train", "validation", "test", "all")

@@ -28,6 +28,7 @@ import pandas as pd
 
 from envs import MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
+from training.atomic import write_json_atomic
 from training.backtest import AGENT, BacktestResult, backtest, time_labels
 from training.cli import reports_user_errors
 from training.config import (
@@ -39,7 +40,7 @@ from training.config import (
 )
 from training.data import load_run_market
 from training.metrics import compute_metrics, format_metrics_table
-from training.run_dir import RunDir, save_model_atomic, write_json_atomic
+from training.run_dir import RunDir, save_model_atomic
 from training.train import resolve_config, train_on_bars
 
 # Record columns in money (or units of the asset, which scale with equity); the rest are prices,
