@@ -182,55 +182,48 @@ def cpu_model() -> str:
 
 
 def mean_std(values: list[float], digits: int = 2) -> str:
-    """'mean +- std' (sample std; '-' for one value) of finite values; NaNs are counted apart."""
+    """'mean +- std' (sample std; no std for one value) of the finite values; NaNs are counted."""
     finite = [v for v in values if np.isfinite(v)]
     if not finite:
         return "nan"
-    text = f"{np.mean(finite):.{digits}f}"
-    text += f" +- {np.std(finite, ddof=1):.{digits}f}" if len(finite) > 1 else ""
+    text = f"{np.mean(finite):,.{digits}f}"
+    text += f" +- {np.std(finite, ddof=1):,.{digits}f}" if len(finite) > 1 else ""
     missing = len(values) - len(finite)
     return text + (f" ({missing} nan)" if missing else "")
 
 
+def paired(values: list[float], digits: int = 2) -> str:
+    """'mean +- std (t ...)' of paired differences; t = mean / (std / sqrt(n))."""
+    finite = np.array([v for v in values if np.isfinite(v)])
+    if len(finite) < 2 or finite.std(ddof=1) == 0:
+        return mean_std(values, digits)
+    t = finite.mean() / (finite.std(ddof=1) / np.sqrt(len(finite)))
+    return f"{mean_std(values, digits)} (t {t:.1f})"
+
+
+COLUMNS = {  # table column -> (result key, digits)
+    "val Sharpe": ("sharpe", 2),
+    "val return %": ("total_return_pct", 1),
+    "exposure %": ("exposure_pct", 1),
+    "train env-steps/s": ("steps_per_s", 0),
+}
+
+
 def summary_table(results: pd.DataFrame) -> str:
-    """Markdown table: one row per dataset and setting, then the paired difference True - False."""
-    columns = [
-        "dataset",
-        "conditional_heads",
-        "seeds",
-        "val Sharpe",
-        "val return %",
-        "exposure %",
-        "train env-steps/s",
-    ]
+    """Markdown table: mean +- std per dataset and setting, then the paired True - False."""
+    header = ["dataset", "conditional_heads", "seeds", *COLUMNS]
     rows = []
     for (dataset, conditional), group in results.groupby(["dataset", "conditional"], sort=False):
-        rows.append(
-            [
-                dataset,
-                str(conditional),
-                str(len(group)),
-                mean_std(group["sharpe"].tolist()),
-                mean_std(group["total_return_pct"].tolist()),
-                mean_std(group["exposure_pct"].tolist(), 1),
-                mean_std(group["steps_per_s"].tolist(), 0),
-            ]
-        )
+        cells = [mean_std(group[key].tolist(), digits) for key, digits in COLUMNS.values()]
+        rows.append([dataset, str(conditional), str(len(group)), *cells])
     for dataset, group in results.groupby("dataset", sort=False):
-        paired = group.pivot(index="seed", columns="conditional")
-        diff = {key: (paired[key][True] - paired[key][False]).tolist() for key in METRICS}
-        rows.append(
-            [
-                dataset,
-                "True - False (paired)",
-                str(len(paired)),
-                mean_std(diff["sharpe"]),
-                mean_std(diff["total_return_pct"]),
-                mean_std(diff["exposure_pct"], 1),
-                "",
-            ]
-        )
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        by_seed = group.pivot(index="seed", columns="conditional")
+        diffs = {
+            key: (by_seed[key][True] - by_seed[key][False]).tolist() for key, _ in COLUMNS.values()
+        }
+        cells = [paired(diffs[key], digits) for key, digits in COLUMNS.values()]
+        rows.append([dataset, "True - False (paired)", str(len(by_seed)), *cells])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
