@@ -82,7 +82,7 @@ from agent.trunk import AttentionTrunk
 from envs import BatchedTradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
 from envs.splits import chronological_split
-from training.config import DEFAULT_CONFIG_PATH, RunConfig, load_config
+from training.config import RunConfig, add_config_arguments, load_config
 from training.run_dir import RunDir
 from training.train import build_model
 
@@ -399,15 +399,7 @@ def report_trunk(
 def parse_args() -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH, help="run config YAML")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="config override, e.g. trunk.n_heads=2",
-    )
+    add_config_arguments(parser)
     parser.add_argument("--device", help="torch device (overrides policy.device)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--rollouts", type=int, default=3, help="timed rollouts per policy")
@@ -433,6 +425,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(cfg.policy.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"error: device {device} asked for, but torch {torch.__version__} sees no GPU")
     bf16 = cfg.policy.bf16 and device.type == "cuda"
     t, p = cfg.trunk, cfg.ppo
 
