@@ -443,7 +443,10 @@ def _label_market(market: MarketData, ticker: str | None) -> MarketData:
 
 def _check_row_count(name: str, n: int, min_rows: int) -> None:
     if n < min_rows:
-        raise DataError(f"{name}: {n} data rows, expected at least min_rows={min_rows}")
+        raise DataError(
+            f"{name}: {n} data rows, expected at least {min_rows} (one observation window "
+            "plus one step)"
+        )
 
 
 # --- values --------------------------------------------------------------------------------------

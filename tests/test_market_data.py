@@ -367,7 +367,7 @@ REFUSED = {
     ),
     "no_header": ("a,b,c\n1,2,3\n", ["no header line", "'a,b,c'"]),
     "empty_file": ("", ["the file is empty"]),
-    "header_only": ("Date,Open,High,Low,Close\n", ["0 data rows", "min_rows=2"]),
+    "header_only": ("Date,Open,High,Low,Close\n", ["0 data rows", "expected at least 2"]),
 }
 
 
@@ -384,7 +384,7 @@ def test_refused_with_one_line_naming_file_row_and_column(write_csv, case):
 
 
 def test_too_few_rows(write_csv):
-    with pytest.raises(DataError, match=r"prices.csv: 3 data rows, expected at least min_rows=4"):
+    with pytest.raises(DataError, match=r"prices.csv: 3 data rows, expected at least 4 "):
         load_market_data(write_csv(GOOD), min_rows=4)
 
 
@@ -477,7 +477,7 @@ def test_market_data_passes_through(write_csv):
     assert labelled.ticker == "ACME" and load_market_data(labelled, ticker="acme") is labelled
     with pytest.raises(DataError, match="ticker 'XYZ' not found; the data holds ACME"):
         load_market_data(labelled, ticker="XYZ")
-    with pytest.raises(DataError, match="3 data rows, expected at least min_rows=10"):
+    with pytest.raises(DataError, match="3 data rows, expected at least 10 "):
         load_market_data(market, min_rows=10)
 
 
