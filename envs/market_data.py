@@ -151,6 +151,23 @@ class MarketData:
         return (len(self) - 1) / (span_ns / (365.25 * 86_400e9))
 
 
+def parse_time(text: str, *, whole_day: bool = False) -> pd.Timestamp | None:
+    """A user's date or time as bars are stored: naive UTC (zones converted); None if unreadable.
+
+    With `whole_day`, a date without a time of day stands for its last instant, so "up to
+    2017-06-30" includes every bar of that day.
+    """
+    try:
+        when = pd.Timestamp(text)
+    except ValueError:
+        return None
+    if when.tzinfo is not None:
+        when = when.tz_convert("UTC").tz_localize(None)
+    if whole_day and ":" not in text and when == when.normalize():
+        when += pd.Timedelta(days=1) - pd.Timedelta(1, "ns")
+    return when
+
+
 def load_market_data(
     source: str | os.PathLike | pd.DataFrame | MarketData,
     *,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from envs.market_data import DataError, MarketData
+from envs.market_data import DataError, MarketData, parse_time
 
 
 @dataclass(frozen=True)
@@ -88,12 +88,9 @@ def _check_fraction(name: str, value: float) -> None:
 
 def _first_bar_on_or_after(market: MarketData, name: str, value: str) -> int:
     """Index of the first bar at or after the date ``value``, which must lie inside the data."""
-    try:
-        when = pd.Timestamp(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a date such as '2017-06-30', got {value!r}") from None
-    if when.tzinfo is not None:
-        when = when.tz_convert("UTC").tz_localize(None)
+    when = parse_time(value)
+    if when is None:
+        raise ValueError(f"{name} must be a date such as '2017-06-30', got {value!r}")
     first, last = market.timestamps[0], market.timestamps[-1]
     if not first <= when.to_datetime64() <= last:
         raise DataError(

@@ -20,6 +20,7 @@ import torch
 
 from agent import MultiHeadPolicy
 from envs.core import TradingCore
+from envs.market_data import parse_time
 
 
 class DateError(ValueError):
@@ -46,14 +47,9 @@ def bar_at(core: TradingCore, date: str) -> int:
     times = pd.DatetimeIndex(core.timestamps)
     first_allowed = core.config.window - 1
     span = f"{times[first_allowed].date()} .. {times[-1].date()}"
-    try:
-        when = pd.Timestamp(date)
-    except ValueError:
-        raise DateError(f"--date: expected a date such as 2017-06-30, got {date!r}") from None
-    if when.tzinfo is not None:
-        when = when.tz_convert("UTC").tz_localize(None)
-    if ":" not in date and when == when.normalize():  # a date: every bar of that day
-        when += pd.Timedelta(days=1) - pd.Timedelta(1, "ns")
+    when = parse_time(date, whole_day=True)  # a date: every bar of that day
+    if when is None:
+        raise DateError(f"--date: expected a date such as 2017-06-30, got {date!r}")
     bar = int(np.searchsorted(times, when, side="right")) - 1
     if bar < first_allowed:
         raise DateError(

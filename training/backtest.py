@@ -41,6 +41,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agent import MultiHeadPolicy
 from envs import MarketData, TradingEnv, load_market_data
+from envs.market_data import parse_time
 from training.atomic import write_atomic, write_json_atomic
 from training.baselines import BarPolicy, baseline_policies
 from training.cli import reports_user_errors
@@ -229,12 +230,11 @@ def check_fits(model: BaseAlgorithm, env: TradingEnv, model_path: Path) -> None:
         )
 
 
-def _parse_time(option: str, text: str) -> pd.Timestamp:
-    try:
-        when = pd.Timestamp(text)
-    except ValueError:
-        raise BacktestError(f"{option}: expected a date such as 2017-06-30, got {text!r}") from None
-    return when.tz_convert("UTC").tz_localize(None) if when.tzinfo is not None else when
+def _parse_time(option: str, text: str, whole_day: bool = False) -> pd.Timestamp:
+    when = parse_time(text, whole_day=whole_day)
+    if when is None:
+        raise BacktestError(f"{option}: expected a date such as 2017-06-30, got {text!r}")
+    return when
 
 
 def select_bars(market: MarketData, start: str | None, end: str | None) -> range:
@@ -250,11 +250,7 @@ def select_bars(market: MarketData, start: str | None, end: str | None) -> range
     first = 0 if start is None else position(_parse_time("--start", start))
     stop = len(market)
     if end is not None:
-        until = _parse_time("--end", end)
-        if ":" not in end and until == until.normalize():  # a date: include its whole day
-            stop = position(until + pd.Timedelta(days=1))
-        else:
-            stop = position(until, side="right")
+        stop = position(_parse_time("--end", end, whole_day=True), side="right")
     if stop - first < 2:
         span = f"{pd.Timestamp(times[0])} .. {pd.Timestamp(times[-1])}"
         raise BacktestError(
