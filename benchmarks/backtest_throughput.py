@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from machine import cpu_model
 
 from envs import BatchedTradingEnv, TradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
@@ -63,7 +63,7 @@ def main() -> None:
     bars = env.core.end_bar - env.core.first_bar
     print(f"{market!r}, {bars} decisions, window {cfg.env.window}, trunk {cfg.trunk}")
     print(
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
+        f"{cpu_model()}, {os.cpu_count()} CPUs visible, "
         f"load average {os.getloadavg()[0]:.1f}, torch {torch.__version__}"
     )
 

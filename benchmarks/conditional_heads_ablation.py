@@ -34,7 +34,6 @@ import argparse
 import dataclasses
 import datetime
 import os
-import platform
 import shlex
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from machine import cpu_model
 from stable_baselines3 import PPO
 from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor
@@ -171,17 +171,6 @@ def run_one(
 
 
 # --- report -----------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (or what `platform` knows)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def mean_std(values: list[float], digits: int = 2) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pandas as pd
+from machine import cpu_model
 
 import envs  # noqa: F401  (registers MultiHeadTrading-v0)
 from envs import BatchedTradingEnv
@@ -117,10 +118,7 @@ def main() -> None:
         calls += len(batch_actions)
     batch = calls * args.accounts / (time.perf_counter() - start)
 
-    print(
-        f"machine: {platform.processor() or platform.machine()}, "
-        f"python {platform.python_version()}, numpy {np.__version__}"
-    )
+    print(f"machine: {cpu_model()}, python {platform.python_version()}, numpy {np.__version__}")
     print(f"data: {DATA.name}, window {WINDOW}")
     print(f"{'environment':48s} {'steps/s':>12s} {'ratio':>7s}")
     rows = [

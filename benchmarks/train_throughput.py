@@ -66,6 +66,7 @@ from pathlib import Path
 
 import stable_baselines3
 import torch
+from machine import cpu_model
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import set_random_seed
@@ -91,17 +92,6 @@ TRUNK_SHARE_TARGET = 0.40  # trunk GFLOP/s / matmul GFLOP/s, on CPU
 
 
 # --- machine and timing -----------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (or what `platform` knows)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def machine_lines(device: torch.device) -> list[str]:

@@ -38,7 +38,6 @@ import dataclasses
 import datetime
 import math
 import os
-import platform
 import shlex
 import sys
 import tempfile
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from machine import cpu_model
 from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor
 
@@ -214,7 +214,7 @@ def main() -> None:
     print(f"date (UTC): {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S}  ")
     print(f"command: `{shlex.join(['python', *sys.argv])}`  ")
     print(
-        f"machine: {platform.processor() or platform.machine()}, "
+        f"machine: {cpu_model()}, "
         f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__} with "
         f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f} at start  "
     )
