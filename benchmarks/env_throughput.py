@@ -26,9 +26,11 @@ from machine import cpu_model
 
 import envs  # noqa: F401  (registers MultiHeadTrading-v0)
 from envs import BatchedTradingEnv
+from envs import execution as ex
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gymanytrading_GOOGL_daily.csv"
 WINDOW = 64
+NUMERIC_INFO = ex.OUTCOME_NAMES[ex.ORDER_FILL : ex.BORROW + 1]  # the fills and charges in info
 
 
 def steps_per_second(env: gym.Env, actions: list, seconds: float) -> float:
@@ -63,21 +65,7 @@ class ProtocolFloor(gym.Env):
     def step(self, action):
         info = {
             k: 0.0
-            for k in (
-                "equity",
-                "cash",
-                "position",
-                "exposure",
-                "price",
-                "order_fill",
-                "exit_fill",
-                "traded_notional",
-                "commission",
-                "slippage",
-                "financing",
-                "borrow",
-                "costs",
-            )
+            for k in ("equity", "cash", "position", "exposure", "price", *NUMERIC_INFO, "costs")
         }
         info["action"] = {"direction": "long", "leverage": 1.0, "risk": 0.01}
         return self._obs(), 0.0, False, False, info

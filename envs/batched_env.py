@@ -95,7 +95,7 @@ class BatchedTradingEnv(VecEnv):
         Keys: the `envs.execution` outcome columns ("reward", "commission", "stop_hit", ...),
         plus "equity", "cash" and "position" before any auto-reset, and "actions" [N, 3].
         """
-        step = {name: self._out[:, column] for name, column in _OUT_COLUMNS.items()}
+        step = {name: self._out[:, column] for column, name in enumerate(ex.OUTCOME_NAMES)}
         step["equity"] = self._last_state[:, ex.EQUITY]
         step["cash"] = self._last_state[:, ex.CASH]
         step["position"] = self._last_state[:, ex.QTY]
@@ -143,20 +143,3 @@ class BatchedTradingEnv(VecEnv):
     def get_images(self) -> Sequence[np.ndarray | None]:
         """No rendering."""
         return [None] * self.num_envs
-
-
-_OUT_COLUMNS = {
-    "reward": ex.REWARD,
-    "order_fill": ex.ORDER_FILL,
-    "exit_fill": ex.EXIT_FILL,
-    "traded_notional": ex.TRADED_NOTIONAL,
-    "commission": ex.COMMISSION,
-    "slippage": ex.SLIPPAGE,
-    "financing": ex.FINANCING,
-    "borrow": ex.BORROW,
-    "stop_hit": ex.STOP_HIT,
-    "liquidated": ex.LIQUIDATED,
-    "bankrupt": ex.BANKRUPT,
-    "terminated": ex.TERMINATED,
-    "truncated": ex.TRUNCATED,
-}

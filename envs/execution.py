@@ -68,6 +68,21 @@ BANKRUPT = 10  # 1.0 when equity is <= 0 at the close
 TERMINATED = 11  # liquidated or bankrupt
 TRUNCATED = 12  # not terminated, and the range ended or the episode reached its length
 N_OUT = 13
+OUTCOME_NAMES = (  # the outcome columns by name, in column order
+    "reward",
+    "order_fill",
+    "exit_fill",
+    "traded_notional",
+    "commission",
+    "slippage",
+    "financing",
+    "borrow",
+    "stop_hit",
+    "liquidated",
+    "bankrupt",
+    "terminated",
+    "truncated",
+)
 
 # Parameter vector (float64 [N_PARAMS]).
 P_COMMISSION = 0  # rate on traded notional

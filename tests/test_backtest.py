@@ -4,6 +4,7 @@ One smoke model is trained per test session (`smoke_run`). Torch runs on one thr
 suite runs on 2 cores with 2 pytest workers, and more threads only make them fight.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from stable_baselines3 import PPO
 
 from agent import MultiHeadPolicy
 from envs import TradingEnv
+from training import fast_inference
 from training.backtest import main, record_strategy
 from training.baselines import baseline_policies, moving_average_crossover
 from training.config import load_config, save_config
@@ -78,31 +80,63 @@ def whole_range_env(data, config, **kwargs) -> TradingEnv:
 # --- fast inference ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("logit_scale", [1.0, 300.0])
-def test_fast_policy_equals_model_predict_on_real_data(smoke_run, logit_scale):
-    """Identical actions and equity curves over the whole GOOGL file, step by step.
+def smoke_model(run: Path, logit_scale: float = 1.0) -> PPO:
+    """The smoke run's best model with its logits layers scaled by `logit_scale`.
 
     The smoke model is barely trained, so its logits are nearly uniform (scale 0.01); scaling
-    the logits layers by 300 gives a decisive policy whose actions change with the state.
+    them by 300 gives a decisive policy whose actions change with the state.
     """
-    model = PPO.load(smoke_run / "best_model.zip", device="cpu")
+    model = PPO.load(run / "best_model.zip", device="cpu")
     with torch.no_grad():
         for head in (model.policy.decision_heads.direction, model.policy.decision_heads.leverage,
                      model.policy.decision_heads.risk):  # fmt: skip
             head.logits.weight.mul_(logit_scale)
+    return model
+
+
+def predict_record(model: PPO, env: TradingEnv) -> pd.DataFrame:
+    """The reference: `record_episode` with `model.predict` deciding every step."""
+    return record_episode(env, lambda obs: model.predict(obs, deterministic=True)[0])
+
+
+@pytest.mark.parametrize("logit_scale", [1.0, 300.0])
+def test_fast_policy_equals_model_predict_on_real_data(smoke_run, logit_scale):
+    """Identical records over the whole GOOGL file, from the compiled episode and step by step."""
+    model = smoke_model(smoke_run, logit_scale)
     env = whole_range_env(GOOGL, load_config(smoke_run / "config.yaml").env)
 
-    reference = record_episode(env, lambda obs: model.predict(obs, deterministic=True)[0])
+    reference = predict_record(model, env)
     fast = FastPolicy(model.policy, env.core)
-    record = record_strategy(env, fast)
+    record = fast.record_episode()
+    as_env_policy = record_strategy(env, FastPolicy(model.policy, env.core))
 
     steps = len(record) - 1
     assert steps == env.core.end_bar - env.core.first_bar > 2000
-    for head in ("direction", "leverage", "risk"):
-        assert record[head].equals(reference[head]), head
-    assert np.array_equal(record["equity"].to_numpy(), reference["equity"].to_numpy())
+    pd.testing.assert_frame_equal(record, reference)
+    pd.testing.assert_frame_equal(as_env_policy, reference)
     assert fast.fallbacks < 0.02 * steps  # the fast path did the work, not the fallback
     assert record["direction"].iloc[1:].nunique() >= 2  # not a constant policy
+
+
+def test_fast_policy_episode_through_the_fallback_and_a_liquidation(smoke_run, monkeypatch):
+    """Every step a near tie (a huge tolerance): the compiled loop hands each one to
+    `policy.predict` and resumes. At leverage 4-19 with far stops the account is liquidated
+    early: the episode ends there, as the env's does."""
+    model = smoke_model(smoke_run, 300.0)
+    config = dataclasses.replace(
+        load_config(smoke_run / "config.yaml").env,
+        leverage_levels=(4.0, 8.0, 12.0, 19.0),
+        risk_levels=(0.5, 0.8, 0.9, 0.95),
+    )
+    env = whole_range_env(GOOGL, config)
+    reference = predict_record(model, env)
+    monkeypatch.setattr(fast_inference, "TIE_TOLERANCE", 1e9)
+    fast = FastPolicy(model.policy, env.core)
+    record = fast.record_episode()
+
+    pd.testing.assert_frame_equal(record, reference)
+    assert record["liquidated"].iloc[-1] or record["bankrupt"].iloc[-1]
+    assert fast.fallbacks == len(record) - 1 < 200
 
 
 def test_fast_policy_refuses_a_composition_it_does_not_reproduce():

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from envs import TradingEnv
+from envs import execution as ex
 
 LONG, SHORT, FLAT = 2, 0, 1  # direction indices with (short, flat, long)
 COMMISSION = 10e-4  # 10 bps
@@ -232,3 +233,9 @@ def test_going_flat_closes_exactly():
     assert info["position"] == 0.0
     assert info["equity"] == info["cash"]
     assert info["action"]["direction"] == "flat"
+
+
+def test_outcome_names_follow_the_column_constants():
+    columns = {name: getattr(ex, name.upper()) for name in ex.OUTCOME_NAMES}
+    assert len(ex.OUTCOME_NAMES) == ex.N_OUT
+    assert list(columns.values()) == list(range(ex.N_OUT))

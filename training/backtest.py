@@ -5,9 +5,10 @@
 
 Reads top to bottom: model + its config -> data -> env -> agent and baselines -> metrics -> files.
 The agent acts deterministically (the most likely level of each head) through `FastPolicy`, which
-gives the actions of `model.predict` at a fraction of the cost; the baselines
-(`training.baselines`) are policies too, so every strategy runs through one `TradingEnv`: one
-implementation of fills, stops, costs and accounting.
+gives the actions of `model.predict` at a fraction of the cost: it steps the env's own execution
+kernel in a compiled loop. The baselines (`training.baselines`) are policies run through a
+`TradingEnv`. Either way one implementation of fills, stops, costs and accounting
+(`envs.execution`) serves every strategy.
 
 With a RUN_DIR the model is its `best_model.zip` (else `final_model.zip`); a bare zip needs the
 run's `config.yaml` next to it (or, for a zip in `checkpoints/`, in the run folder above). The
@@ -117,8 +118,10 @@ def backtest(model: BaseAlgorithm, env: TradingEnv) -> BacktestResult:
     core = env.core
     if core.config.random_start or core.episode_length != core.end_bar - core.first_bar:
         raise ValueError("backtest needs an env built with random_start=False, episode_length=None")
-    policies = {AGENT: FastPolicy(model.policy, core), **baseline_policies(core)}
-    records = {name: record_strategy(env, policy) for name, policy in policies.items()}
+    records = {AGENT: FastPolicy(model.policy, core).record_episode()}
+    records.update(
+        (name, record_strategy(env, policy)) for name, policy in baseline_policies(core).items()
+    )
     trades = {name: trades_from_record(record) for name, record in records.items()}
     metrics = {
         name: compute_metrics(record, trades[name], bars_per_year=core.bars_per_year)

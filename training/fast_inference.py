@@ -13,6 +13,8 @@ batches, and also precomputes the market half of each head's hidden layer, which
 trunk output: ``W_k^in features = W_k^market trunk(market_t) + W_k^account account_mlp(...)``.
 What is left per step depends on the account state: the account MLP, the account half of the
 hidden layers, the activation and the logits, about 20k multiply-adds in one compiled function.
+`FastPolicy.record_episode` runs the whole backtest episode in one compiled loop: those heads,
+then the env's own execution kernel (`envs.execution.step_accounts`), a few microseconds a bar.
 
 Exactness: the split computes the same function in another order (the heads in float64, the
 trunk on a batch instead of one window), so its logits differ from the float32 forward pass of
@@ -30,15 +32,18 @@ import math
 
 import numba
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
 from agent import MultiHeadPolicy
+from envs import execution as ex
 from envs.core import TradingCore
+from training.rollout import ACCOUNT_COLUMNS, record_from_arrays
 
-# Windows per trunk forward. On 2 CPU cores (default trunk, window 32) 64..1024 ran ~50% faster
-# than 4096, whose activations (~70 MB) no longer fit in cache.
-TRUNK_BATCH = 1024
+# Windows per trunk forward. On 2 CPU cores (default trunk, window 32, GOOGL) 128..512 ran at the
+# same speed, 1024 20-40% slower, as its activations (~17 MB a layer) leave the cache.
+TRUNK_BATCH = 256
 TIE_TOLERANCE = 1e-5  # logits closer than this (times max(1, |largest logit|)) take the slow path
 _ACTIVATIONS = {nn.Tanh: 0, nn.ReLU: 1, nn.GELU: 2}  # head activations the kernel implements
 
@@ -46,10 +51,12 @@ _ACTIVATIONS = {nn.Tanh: 0, nn.ReLU: 1, nn.GELU: 2}  # head activations the kern
 class FastPolicy:
     """The deterministic policy of a `MultiHeadPolicy` on the bars of one `TradingCore`.
 
-    Call it as ``policy(obs, bar) -> action [3]`` with the observation a `TradingEnv` on `core`
-    returns at decision bar `bar`. Building it runs the trunk over every window of the range
-    (`batch_size` windows at a time, under `torch.no_grad`); each call then costs microseconds.
-    `fallbacks` counts the near-tie steps that went through `policy.predict` (see module doc).
+    `record_episode()` gives the whole backtest record of the range in one compiled loop; as a
+    policy for a `TradingEnv` on `core`, call it as ``policy(obs, bar) -> action [3]`` with the
+    observation the env returns at decision bar `bar`. Building it runs the trunk over every
+    window of the range (`batch_size` windows at a time, under `torch.no_grad`); each step then
+    costs microseconds. `fallbacks` counts the near-tie steps that went through
+    `policy.predict` (see module doc).
     """
 
     def __init__(
@@ -59,15 +66,19 @@ class FastPolicy:
         _check_composition(policy)
         policy.set_training_mode(False)
         self.policy = policy
+        self.core = core
         self.first_bar = core.first_bar
         self.fallbacks = 0
         heads = policy.decision_heads
         head_list = (heads.direction, heads.leverage, heads.risk)
         d_model = extractor.trunk.output_dim
-        w_in = _numpy(torch.cat([head.hidden.weight for head in head_list]))  # [3H, d + A]
-        b_in = _numpy(torch.cat([head.hidden.bias for head in head_list]))  # [3H]
-        latent = _trunk_latents(policy, core, batch_size)  # [N, d_model]
-        self._market_part = latent @ w_in[:, :d_model].T + b_in  # [N, 3H]
+        w_in = torch.cat([head.hidden.weight for head in head_list]).detach()  # [3H, d + A]
+        b_in = torch.cat([head.hidden.bias for head in head_list]).detach()  # [3H]
+        latent = _trunk_latents(policy, core, batch_size)  # [N, d_model] float64
+        # In torch, not NumPy: NumPy's BLAS threads would fight torch's for the same cores.
+        market_part = torch.addmm(b_in.double().cpu(), latent, w_in[:, :d_model].double().cpu().T)
+        self._market_part = market_part.numpy()  # [N, 3H]
+        w_in = _numpy(w_in)
         first, second = extractor.account_mlp[0], extractor.account_mlp[2]
         # Weights transposed to [in, out]: the kernel's inner loop then runs over outputs.
         self._account_mlp = (
@@ -94,6 +105,44 @@ class FastPolicy:
             self.fallbacks += 1
             return self.policy.predict(obs, deterministic=True)[0]
         return self._action.copy()
+
+    def record_episode(self) -> pd.DataFrame:
+        """The agent's episode over the core's range as `training.rollout.record_episode` gives it.
+
+        The episode starts at the first decision bar, as a `TradingEnv` on this core built with
+        ``random_start=False`` does, and runs until it is truncated or terminated. Steps run in
+        one compiled loop: the heads of this policy, then `envs.execution.step_accounts` (the
+        env's own kernel), with no Python per bar; a near tie leaves the loop for one
+        `policy.predict` call on the observation the env would return. The frame equals that of
+        `record_episode` on such an env with this policy as the step function (tested).
+        """
+        core = self.core
+        state, bars = core.new_accounts(1)
+        account_obs = np.zeros((1, ex.N_ACCOUNT), dtype=np.float32)
+        start = np.array([core.first_bar])
+        core.reset(state, bars, np.zeros(1, dtype=np.int64), start, account_obs)
+        steps = core.episode_length
+        bar_log = np.empty(steps + 1, dtype=np.int64)  # [n + 1]
+        actions = np.empty((steps, 3), dtype=np.int64)  # [n, 3]
+        outcomes = np.empty((steps, ex.N_OUT))  # [n, N_OUT]
+        accounts = np.empty((steps + 1, len(ACCOUNT_COLUMNS)))  # [n + 1, 3]
+        bar_log[0], accounts[0] = bars[0], state[0, list(ACCOUNT_COLUMNS)]
+        step, forced = 0, np.full(3, -1, dtype=np.int64)
+        while True:
+            step, finished = _run_episode(
+                step, forced, state, bars, account_obs, core.ohlc, core.sides, core.leverages,
+                core.risks, core.params, self.first_bar, self._market_part, self._account_mlp,
+                self._account_part, self._activation, self._logits, TIE_TOLERANCE,
+                bar_log, actions, outcomes, accounts,
+            )  # fmt: skip
+            if finished:
+                break
+            self.fallbacks += 1
+            obs = {"market": core.market_window(int(bars[0])), "account": account_obs[0].copy()}
+            forced[:] = self.policy.predict(obs, deterministic=True)[0]
+        return record_from_arrays(
+            core, bar_log[: step + 1], actions[:step], outcomes[:step], accounts[: step + 1]
+        )
 
 
 def _check_composition(policy: MultiHeadPolicy) -> None:
@@ -125,8 +174,8 @@ def _transposed(weight: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(_numpy(weight).T)
 
 
-def _trunk_latents(policy: MultiHeadPolicy, core: TradingCore, batch_size: int) -> np.ndarray:
-    """Trunk outputs [N, d_model] (float64) for the windows ending at bars first_bar..end_bar.
+def _trunk_latents(policy: MultiHeadPolicy, core: TradingCore, batch_size: int) -> torch.Tensor:
+    """Trunk outputs [N, d_model] (float64, CPU) for the windows ending at first_bar..end_bar.
 
     The same computation as `MarketAccountExtractor.forward`'s market half: the trunk, under
     bfloat16 autocast when the extractor would use it, cast to float32.
@@ -142,8 +191,8 @@ def _trunk_latents(policy: MultiHeadPolicy, core: TradingCore, batch_size: int) 
             bf16 = extractor.use_bf16 and market.is_cuda
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
                 latent = extractor.trunk(market)  # [B, d_model]
-            parts.append(latent.float().cpu().numpy())
-    return np.concatenate(parts).astype(np.float64)
+            parts.append(latent.float().cpu())
+    return torch.cat(parts).double()
 
 
 @numba.njit(cache=True, inline="always")
@@ -209,3 +258,39 @@ def _act(account, market_part, account_mlp, account_part, activation, logits, to
         action[k], tie = _head_argmax(weight, bias, hidden[k * width : (k + 1) * width], tolerance)
         near_tie |= tie
     return near_tie
+
+
+@numba.njit(cache=True)
+def _run_episode(
+    step, forced, state, bars, account_obs, ohlc, sides, leverages, risks, params, first_bar,
+    market_part, account_mlp, account_part, activation, logits, tolerance,
+    bar_log, actions, outcomes, accounts,
+):  # fmt: skip
+    """Step one account from step `step` on; return (steps done, whether the episode ended).
+
+    Each step: the heads choose the action from the account observation (`_act`), then
+    `step_accounts` runs the bar and the step is logged (bar_log [n + 1], actions [n, 3],
+    outcomes [n, N_OUT], accounts [n + 1, 3]). The first step takes `forced` instead when it
+    holds an action (not -1). At a near tie the loop stops before that step, returning
+    (step, False), so the caller can decide it with `policy.predict`.
+    """
+    for k in range(step, actions.shape[0]):
+        action = actions[k : k + 1]  # [1, 3]: the kernel's actions array, logged in place
+        if k == step and forced[0] >= 0:
+            action[0, :] = forced
+        elif _act(
+            account_obs[0], market_part[bars[0] - first_bar], account_mlp, account_part,
+            activation, logits, tolerance, action[0],
+        ):  # fmt: skip
+            return k, False
+        ex.step_accounts(
+            state, bars, action, ohlc, sides, leverages, risks, params, outcomes[k : k + 1],
+            account_obs,
+        )  # fmt: skip
+        bar_log[k + 1] = bars[0]
+        accounts[k + 1, 0] = state[0, ex.CASH]
+        accounts[k + 1, 1] = state[0, ex.QTY]
+        accounts[k + 1, 2] = state[0, ex.EQUITY]
+        if outcomes[k, ex.TERMINATED] > 0.0 or outcomes[k, ex.TRUNCATED] > 0.0:
+            return k + 1, True
+    return actions.shape[0], True

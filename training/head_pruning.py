@@ -15,6 +15,7 @@ import copy
 import math
 
 import numpy as np
+import pandas as pd
 import torch
 from stable_baselines3 import PPO
 
@@ -52,20 +53,23 @@ def keep_mask(shape: tuple[int, int], pruned: list[tuple[int, int]]) -> torch.Te
     return keep
 
 
+def record_metrics(record: pd.DataFrame, env: TradingEnv) -> dict[str, float]:
+    """Backtest metrics (`compute_metrics`) of a `record_episode` frame of `env`."""
+    return compute_metrics(record, trades_from_record(record), bars_per_year=env.core.bars_per_year)
+
+
 def strategy_metrics(env: TradingEnv, policy: BarPolicy) -> dict[str, float]:
-    """Backtest metrics (`compute_metrics`) of ``policy(obs, bar)`` over `env`'s whole range."""
-    record = record_strategy(env, policy)
-    trades = trades_from_record(record)
-    return compute_metrics(record, trades, bars_per_year=env.core.bars_per_year)
+    """Backtest metrics of ``policy(obs, bar)`` over `env`'s whole range."""
+    return record_metrics(record_strategy(env, policy), env)
 
 
 def agent_metrics(policy: MultiHeadPolicy, env: TradingEnv) -> dict[str, float]:
     """Backtest metrics of the deterministic policy over `env`'s whole range.
 
-    `record_episode` through `FastPolicy` (the actions of ``model.predict(deterministic=True)``,
-    with the trunk's current gates) and `compute_metrics`.
+    `FastPolicy.record_episode` (the actions of ``model.predict(deterministic=True)``, with the
+    trunk's current gates) and `compute_metrics`.
     """
-    return strategy_metrics(env, FastPolicy(policy, env.core))
+    return record_metrics(FastPolicy(policy, env.core).record_episode(), env)
 
 
 def pruning_curve(

@@ -9,9 +9,15 @@ import numpy as np
 import pandas as pd
 
 from envs import TradingEnv
+from envs import execution as ex
+from envs.core import TradingCore
 
 Policy = Callable[[dict[str, np.ndarray]], np.ndarray]  # observation -> action [3]
 
+_FILLS = ex.OUTCOME_NAMES[ex.ORDER_FILL : ex.EXIT_FILL + 1]  # order_fill, exit_fill
+_COSTS = ex.OUTCOME_NAMES[ex.TRADED_NOTIONAL : ex.BORROW + 1]  # traded_notional .. borrow
+_FLAGS = ex.OUTCOME_NAMES[ex.STOP_HIT : ex.BANKRUPT + 1]  # stop_hit, liquidated, bankrupt
+_NUMERIC = (*_FILLS, *_COSTS, "costs")  # "costs": the sum of the four charges
 RECORD_COLUMNS = (
     "timestamp",
     "price",
@@ -21,20 +27,9 @@ RECORD_COLUMNS = (
     "direction",
     "leverage",
     "risk",
-    "order_fill",
-    "exit_fill",
-    "traded_notional",
-    "commission",
-    "slippage",
-    "financing",
-    "borrow",
-    "costs",
-    "stop_hit",
-    "liquidated",
-    "bankrupt",
+    *_NUMERIC,
+    *_FLAGS,
 )
-_NUMERIC = RECORD_COLUMNS[8:16]
-_FLAGS = RECORD_COLUMNS[16:]
 
 
 def _start_row(env: TradingEnv, info: dict[str, Any]) -> dict[str, Any]:
@@ -72,3 +67,51 @@ def record_episode(env: TradingEnv, policy: Policy, *, seed: int | None = None) 
         if terminated or truncated:
             break
     return pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+
+
+# Per-step account columns of `record_from_arrays` (a slice of the `envs.execution` state).
+ACCOUNT_COLUMNS = (ex.CASH, ex.QTY, ex.EQUITY)
+
+
+def record_from_arrays(
+    core: TradingCore,
+    bars: np.ndarray,
+    actions: np.ndarray,
+    outcomes: np.ndarray,
+    accounts: np.ndarray,
+) -> pd.DataFrame:
+    """The `record_episode` frame of an episode stepped directly with `envs.execution`.
+
+    bars [n + 1] int64: the start bar, then the bar after each step; actions [n, 3] level
+    indices; outcomes [n, N_OUT]: each step's `out` row; accounts [n + 1, 3]: cash, quantity and
+    equity (`ACCOUNT_COLUMNS`) at the start and after each step. Row k equals the row
+    `record_episode` builds from `TradingCore.step_info` (the same columns, values and dtypes;
+    tested), computed for all rows at once.
+    """
+    closes = core.ohlc[bars, 3]  # [n + 1]
+    _, qty, equity = accounts.T  # each [n + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exposure = np.where(equity > 0, qty * closes / np.where(equity > 0, equity, 1.0), 0.0)
+    names = np.asarray(core.config.direction_names, dtype=object)
+
+    def column(values: np.ndarray, start: object) -> np.ndarray:
+        """Row 0 (the state before the first step) followed by one value per step."""
+        return np.concatenate([np.asarray([start], dtype=values.dtype), values])
+
+    out = {name: outcomes[:, index] for index, name in enumerate(ex.OUTCOME_NAMES)}
+    costs = out["commission"] + out["slippage"] + out["financing"] + out["borrow"]
+    record = {
+        "timestamp": core.timestamps[bars],
+        "price": closes,
+        "equity": equity,
+        "position": qty,
+        "exposure": exposure,
+        "direction": column(names[actions[:, 0]], ""),
+        "leverage": column(core.leverages[actions[:, 1]], np.nan),
+        "risk": column(core.risks[actions[:, 2]], np.nan),
+        **{name: column(out[name], np.nan) for name in _FILLS},
+        **{name: column(out[name], 0.0) for name in _COSTS},
+        "costs": column(costs, 0.0),
+        **{name: column(out[name] > 0, False) for name in _FLAGS},
+    }
+    return pd.DataFrame(record, columns=list(RECORD_COLUMNS))
