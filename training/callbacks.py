@@ -19,8 +19,8 @@ from stable_baselines3.common.logger import HParam
 
 from envs import EnvConfig, TradingEnv
 from training.atomic import write_json_atomic
+from training.fast_inference import FastPolicy
 from training.metrics import compute_metrics, trades_from_record
-from training.rollout import record_episode
 from training.run_dir import RunDir, save_model_atomic
 
 HEADS = ("direction", "leverage", "risk")
@@ -110,8 +110,10 @@ class TradingMonitor(BaseCallback):
 class ValidationCallback(BaseCallback):
     """Every `every` timesteps, backtest the deterministic policy on the validation range.
 
-    Logs `eval/<metric>`, appends to `validation.json`, and saves `best_model.zip` atomically
-    whenever the validation Sharpe improves.
+    The backtest is `FastPolicy.record_episode` (the actions of ``model.predict(obs,
+    deterministic=True)``, the trunk batched over the range). Logs `eval/<metric>`, appends to
+    `validation.json`, and saves `best_model.zip` atomically whenever the validation Sharpe
+    improves.
     """
 
     def __init__(self, env: TradingEnv, run: RunDir, every: int) -> None:
@@ -138,7 +140,7 @@ class ValidationCallback(BaseCallback):
 
     def evaluate(self) -> dict[str, float]:
         """Run the validation backtest now; log it; keep the best model."""
-        record = record_episode(self.env, self._act)
+        record = FastPolicy(self.model.policy, self.env.core).record_episode()
         metrics = compute_metrics(
             record, trades_from_record(record), bars_per_year=self.env.core.bars_per_year
         )
@@ -151,10 +153,6 @@ class ValidationCallback(BaseCallback):
         self.history.append({"timesteps": self.num_timesteps, **metrics})
         write_json_atomic(self.run.validation_history, self.history)
         return metrics
-
-    def _act(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-        action, _ = self.model.predict(obs, deterministic=True)
-        return action
 
 
 class AtomicCheckpoint(BaseCallback):
