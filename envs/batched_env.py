@@ -50,7 +50,7 @@ class BatchedTradingEnv(VecEnv):
         self._account = np.zeros((n_envs, ex.N_ACCOUNT), dtype=np.float32)
         self._actions = np.zeros((n_envs, 3), dtype=np.int64)
         self._rngs = [seeding.np_random(None)[0] for _ in range(n_envs)]
-        self._last_state = self._state[:, : ex.EQUITY + 1].copy()
+        self._final = (np.zeros(0, dtype=np.int64), np.zeros((0, ex.EQUITY + 1)))
 
     def reset(self) -> VecEnvObs:
         """Reset every account, re-seeding those given a seed through `seed()`."""
@@ -70,11 +70,12 @@ class BatchedTradingEnv(VecEnv):
     def step_wait(self) -> VecEnvStepReturn:
         """Step all accounts; reset the finished ones; return (obs, rewards, dones, infos)."""
         self.core.step(self._state, self._bars, self._actions, self._out, self._account)
-        self._last_state = self._state[:, : ex.EQUITY + 1].copy()  # before any auto-reset
         rewards = self._out[:, ex.REWARD].astype(np.float32)
         dones = (self._out[:, ex.TERMINATED] + self._out[:, ex.TRUNCATED]) > 0
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        finished = np.flatnonzero(dones)
+        finished = dones.nonzero()[0]
+        # The finished accounts' final state, which the auto-reset below overwrites (`last_step`).
+        self._final = (finished, self._state[finished, : ex.EQUITY + 1])  # fancy index: a copy
         if finished.size:
             last_market = self.core.market_windows(self._bars[finished])  # [n_finished, W, F]
             last_account = self._account[finished]  # [n_finished, A]
@@ -96,9 +97,12 @@ class BatchedTradingEnv(VecEnv):
         plus "equity", "cash" and "position" before any auto-reset, and "actions" [N, 3].
         """
         step = {name: self._out[:, column] for column, name in enumerate(ex.OUTCOME_NAMES)}
-        step["equity"] = self._last_state[:, ex.EQUITY]
-        step["cash"] = self._last_state[:, ex.CASH]
-        step["position"] = self._last_state[:, ex.QTY]
+        finished, final_state = self._final
+        state = self._state[:, : ex.EQUITY + 1].copy()  # [N, 5]
+        state[finished] = final_state
+        step["equity"] = state[:, ex.EQUITY]
+        step["cash"] = state[:, ex.CASH]
+        step["position"] = state[:, ex.QTY]
         step["actions"] = self._actions
         return step
 
