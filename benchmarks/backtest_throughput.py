@@ -4,10 +4,11 @@ Both run the deterministic agent over the same bars of the same file and record 
 reference through `TradingEnv` + `training.rollout.record_episode`, the fast path through
 `FastPolicy.record_episode` (the trunk over all windows in batches, then one compiled loop of the
 heads and the env's execution kernel). Their records must be identical (checked). The model has
-the trunk of `configs/default.yaml` and is untrained: speed does not depend on the weights.
-Prints bars/s of each and their ratio, how the fast path's time splits between the batched trunk
-and the loop, and, for comparison, `FastPolicy` used as a policy through `TradingEnv.step` (a
-Python loop) and that loop's floor with a constant policy.
+the trunk of `configs/default.yaml` and is untrained: speed does not depend on the weights,
+except that near ties (`training.fast_inference`) are rarer in a trained model; `--model` takes
+a trained one instead. Prints bars/s of each and their ratio, how the fast path's time splits
+between the batched trunk and the loop, and, for comparison, `FastPolicy` used as a policy
+through `TradingEnv.step` (a Python loop) and that loop's floor with a constant policy.
 
 The step-by-step loop runs torch on one thread, its fastest setting for batch-1 inference (on a
 busy machine, two threads spin against each other and make it several times slower); the fast path
@@ -15,6 +16,7 @@ runs the batched trunk on `--threads` threads. Numba compilation is excluded (on
 the fast path is timed `--repeats` times (median).
 
 Usage: python benchmarks/backtest_throughput.py [--data CSV] [--ticker T] [--threads 2]
+                                               [--model RUN_DIR] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from machine import cpu_model
 
 from envs import BatchedTradingEnv, TradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
-from training.backtest import record_strategy
+from training.backtest import load_model, record_strategy
 from training.baselines import flat
 from training.config import DEFAULT_CONFIG_PATH, load_config
 from training.fast_inference import FastPolicy
@@ -55,13 +57,21 @@ def main() -> None:
     parser.add_argument("--ticker", help="ticker of a multi-ticker CSV")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of the fast path")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of the fast path")
+    parser.add_argument("--model", type=Path, help="a trained run folder or model zip instead")
     args = parser.parse_args()
 
-    cfg = load_config(DEFAULT_CONFIG_PATH, ["policy.device=cpu"])
-    cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     market = load_market_data(args.data, ticker=args.ticker)
-    with tempfile.TemporaryDirectory() as folder:
-        model = build_model(cfg, BatchedTradingEnv(market, cfg.env, n_envs=2), RunDir(Path(folder)))
+    if args.model:
+        loaded = load_model(args.model)
+        cfg, model = loaded.config, loaded.model
+        print(f"model: {loaded.path}")
+    else:
+        cfg = load_config(DEFAULT_CONFIG_PATH, ["policy.device=cpu"])
+        cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
+        with tempfile.TemporaryDirectory() as folder:
+            env = BatchedTradingEnv(market, cfg.env, n_envs=2)
+            model = build_model(cfg, env, RunDir(Path(folder)))
+        print("model: untrained, configs/default.yaml")
     env = TradingEnv(market, cfg.env, random_start=False, episode_length=None)
     bars = env.core.end_bar - env.core.first_bar
     print(f"{market!r}, {bars} decisions, window {cfg.env.window}, trunk {cfg.trunk}")
