@@ -1,8 +1,13 @@
-"""What every command-line entry point shares: a user's mistake is one line and exit status 2."""
+"""What every command-line entry point shares: a user's mistake is one line and exit status 2.
+
+Output piped into a reader that stops early (``| head``) ends the command quietly, with the
+status a shell gives a process stopped by SIGPIPE (141), instead of a BrokenPipeError traceback.
+"""
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -10,11 +15,13 @@ from envs import DataError
 from training.config import ConfigError
 
 Main = Callable[[Sequence[str] | None], int]
+BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, as a shell reports it
 
 
 def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
     """Decorate `main(argv) -> int`: config, data, file-not-found and `extra` errors print
-    `error: <message>` on stderr, with no traceback, and return 2."""
+    `error: <message>` on stderr, with no traceback, and return 2; a closed stdout returns
+    `BROKEN_PIPE_STATUS` (module doc)."""
 
     def decorate(main: Main) -> Main:
         @functools.wraps(main)
@@ -25,6 +32,11 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
                 print(f"error: {error}", file=sys.stderr)
             except FileNotFoundError as error:
                 print(f"error: {error.filename or error}: file not found", file=sys.stderr)
+            except BrokenPipeError:
+                # Python's documented recipe: point stdout at devnull so that flushing it at
+                # exit does not raise again.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return BROKEN_PIPE_STATUS
             return 2
 
         return wrapped
