@@ -12,7 +12,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 
 from envs import execution as ex
 from envs.config import EnvConfig
-from envs.core import DataSource, TradingCore
+from envs.core import Accounts, DataSource, TradingCore
 
 
 class BatchedTradingEnv(VecEnv):
@@ -45,10 +45,7 @@ class BatchedTradingEnv(VecEnv):
         self.config = self.core.config
         self.render_mode = None
         super().__init__(n_envs, self.core.observation_space, self.core.action_space)
-        self._state, self._bars = self.core.new_accounts(n_envs)
-        self._out = np.zeros((n_envs, ex.N_OUT))
-        self._account = np.zeros((n_envs, ex.N_ACCOUNT), dtype=np.float32)
-        self._actions = np.zeros((n_envs, 3), dtype=np.int64)
+        self._accounts = Accounts.zeros(n_envs)
         self._rngs = [seeding.np_random(None)[0] for _ in range(n_envs)]
         self._final = (np.zeros(0, dtype=np.int64), np.zeros((0, ex.EQUITY + 1)))
 
@@ -65,27 +62,28 @@ class BatchedTradingEnv(VecEnv):
 
     def step_async(self, actions: np.ndarray) -> None:
         """Store the actions [N, 3] for `step_wait`."""
-        self._actions[:] = actions
+        self._accounts.actions[:] = actions
 
     def step_wait(self) -> VecEnvStepReturn:
         """Step all accounts; reset the finished ones; return (obs, rewards, dones, infos)."""
-        self.core.step(self._state, self._bars, self._actions, self._out, self._account)
-        rewards = self._out[:, ex.REWARD].astype(np.float32)
-        dones = (self._out[:, ex.TERMINATED] + self._out[:, ex.TRUNCATED]) > 0
+        accounts, core = self._accounts, self.core
+        core.step(accounts)
+        rewards = accounts.out[:, ex.REWARD].astype(np.float32)
+        dones = (accounts.out[:, ex.TERMINATED] + accounts.out[:, ex.TRUNCATED]) > 0
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         finished = dones.nonzero()[0]
         # The finished accounts' final state, which the auto-reset below overwrites (`last_step`).
-        self._final = (finished, self._state[finished, : ex.EQUITY + 1])  # fancy index: a copy
+        self._final = (finished, accounts.state[finished, : ex.EQUITY + 1])  # fancy index: a copy
         if finished.size:
-            last_market = self.core.market_windows(self._bars[finished])  # [n_finished, W, F]
-            last_account = self._account[finished]  # [n_finished, A]
+            last_market = core.market_windows(accounts.bars[finished])  # [n_finished, W, F]
+            last_account = accounts.observation[finished]  # [n_finished, A]
             for j, i in enumerate(finished):  # finished accounts only; the step has no such loop
                 infos[i]["terminal_observation"] = {
                     "market": last_market[j],
                     "account": last_account[j],
                 }
-                infos[i]["TimeLimit.truncated"] = bool(self._out[i, ex.TRUNCATED])
-                infos[i]["episode_trading"] = self.core.episode_summary(self._state, i)
+                infos[i]["TimeLimit.truncated"] = bool(accounts.out[i, ex.TRUNCATED])
+                infos[i]["episode_trading"] = core.episode_summary(accounts, i)
             self._reset_accounts(finished)
         return self._observation(), rewards, dones, infos
 
@@ -96,23 +94,28 @@ class BatchedTradingEnv(VecEnv):
         Keys: the `envs.execution` outcome columns ("reward", "commission", "stop_hit", ...),
         plus "equity", "cash" and "position" before any auto-reset, and "actions" [N, 3].
         """
-        step = {name: self._out[:, column] for column, name in enumerate(ex.OUTCOME_NAMES)}
+        accounts = self._accounts
+        step = {name: accounts.out[:, column] for column, name in enumerate(ex.OUTCOME_NAMES)}
         finished, final_state = self._final
-        state = self._state[:, : ex.EQUITY + 1].copy()  # [N, 5]
+        state = accounts.state[:, : ex.EQUITY + 1].copy()  # [N, 5]
         state[finished] = final_state
         step["equity"] = state[:, ex.EQUITY]
         step["cash"] = state[:, ex.CASH]
         step["position"] = state[:, ex.QTY]
-        step["actions"] = self._actions
+        step["actions"] = accounts.actions
         return step
 
     def _reset_accounts(self, index: np.ndarray) -> None:
         starts = np.array([self.core.draw_start(self._rngs[i]) for i in index], dtype=np.int64)
-        self.core.reset(self._state, self._bars, index, starts, self._account)
+        self.core.reset(self._accounts, index, starts)
 
     def _observation(self) -> dict[str, np.ndarray]:
         # Fresh arrays: callers may keep observations.
-        return {"market": self.core.market_windows(self._bars), "account": self._account.copy()}
+        accounts = self._accounts
+        return {
+            "market": self.core.market_windows(accounts.bars),
+            "account": accounts.observation.copy(),
+        }
 
     def close(self) -> None:
         """Nothing to release: all state is in arrays."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,28 @@ def make_config(config: EnvConfig | None = None, **overrides: Any) -> EnvConfig:
 
 
 DataSource = str | Path | pd.DataFrame | MarketData  # what the environments accept as `data`
+
+
+@dataclass(frozen=True)
+class Accounts:
+    """The arrays of N trading accounts that `envs.execution` reads and writes in place."""
+
+    state: np.ndarray  # [N, N_STATE] float64: cash, position, entry, stop, equity, ...
+    bars: np.ndarray  # [N] int64: the bar each account has seen last (its decision bar)
+    actions: np.ndarray  # [N, 3] int64: the next step's level index of each head
+    out: np.ndarray  # [N, N_OUT] float64: the last step's outcome (reward, fills, costs, ...)
+    observation: np.ndarray  # [N, N_ACCOUNT] float32: the account half of the observation
+
+    @classmethod
+    def zeros(cls, n: int) -> Accounts:
+        """Arrays for n accounts, all zero (call `TradingCore.reset` before stepping)."""
+        return cls(
+            state=np.zeros((n, ex.N_STATE)),
+            bars=np.zeros(n, dtype=np.int64),
+            actions=np.zeros((n, 3), dtype=np.int64),
+            out=np.zeros((n, ex.N_OUT)),
+            observation=np.zeros((n, ex.N_ACCOUNT), dtype=np.float32),
+        )
 
 
 class TradingCore:
@@ -114,43 +136,31 @@ class TradingCore:
         last_start = self.end_bar - self.episode_length
         return int(rng.integers(self.first_bar, last_start + 1))
 
-    def new_accounts(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Allocate the state [n, N_STATE] and bar index [n] arrays of n accounts."""
-        return np.zeros((n, ex.N_STATE)), np.zeros(n, dtype=np.int64)
-
-    def reset(
-        self,
-        state: np.ndarray,
-        bars: np.ndarray,
-        index: np.ndarray,
-        starts: np.ndarray,
-        account_obs: np.ndarray,
-    ) -> None:
-        """Start fresh episodes for accounts `index` at `starts` and observe them."""
+    def reset(self, accounts: Accounts, index: np.ndarray, starts: np.ndarray) -> None:
+        """Start fresh episodes for accounts `index` at decision bars `starts`; observe them."""
         ex.reset_accounts(
-            state, bars, index, starts, self.config.initial_equity, self.ohlc, account_obs
+            accounts.state,
+            accounts.bars,
+            index,
+            starts,
+            self.config.initial_equity,
+            self.ohlc,
+            accounts.observation,
         )
 
-    def step(
-        self,
-        state: np.ndarray,
-        bars: np.ndarray,
-        actions: np.ndarray,
-        out: np.ndarray,
-        account_obs: np.ndarray,
-    ) -> None:
-        """Step every account one bar (see `envs.execution`)."""
+    def step(self, accounts: Accounts) -> None:
+        """Step every account one bar with its `actions` (see `envs.execution`)."""
         ex.step_accounts(
-            state,
-            bars,
-            actions,
+            accounts.state,
+            accounts.bars,
+            accounts.actions,
             self.ohlc,
             self.sides,
             self.leverages,
             self.risks,
             self.params,
-            out,
-            account_obs,
+            accounts.out,
+            accounts.observation,
         )
 
     def market_window(self, bar: int) -> np.ndarray:
@@ -168,9 +178,7 @@ class TradingCore:
         names, leverages, risks = self._labels
         return {"direction": names[direction], "leverage": leverages[leverage], "risk": risks[risk]}
 
-    def step_info(
-        self, state: np.ndarray, bars: np.ndarray, out: np.ndarray, i: int, action: np.ndarray
-    ) -> dict[str, Any]:
+    def step_info(self, accounts: Accounts, i: int) -> dict[str, Any]:
         """The info dict of account i after a step."""
         (
             _,
@@ -185,9 +193,9 @@ class TradingCore:
             liquidated,
             bankrupt,
             *_,
-        ) = out[i].tolist()
-        cash, qty, *_, equity = state[i, : ex.EQUITY + 1].tolist()
-        bar = bars[i].item()
+        ) = accounts.out[i].tolist()
+        cash, qty, *_, equity = accounts.state[i, : ex.EQUITY + 1].tolist()
+        bar = accounts.bars[i].item()
         close = self._closes[bar]
         return {
             "timestamp": self.timestamps[bar],
@@ -208,12 +216,12 @@ class TradingCore:
             "stop_hit": stop_hit > 0,
             "liquidated": liquidated > 0,
             "bankrupt": bankrupt > 0,
-            "action": self.action_names(action),
+            "action": self.action_names(accounts.actions[i]),
         }
 
-    def episode_summary(self, state: np.ndarray, i: int) -> dict[str, float]:
+    def episode_summary(self, accounts: Accounts, i: int) -> dict[str, float]:
         """Trading statistics of account i's episode so far (for `info["episode_trading"]`)."""
-        s = state[i]
+        s = accounts.state[i]
         steps = max(s[ex.EP_STEPS], 1.0)
         mean = s[ex.EP_RETURN_SUM] / steps
         variance = max(s[ex.EP_RETURN_SQ] / steps - mean * mean, 0.0)

@@ -9,7 +9,7 @@ import numpy as np
 
 from envs import execution as ex
 from envs.config import EnvConfig
-from envs.core import DataSource, TradingCore
+from envs.core import Accounts, DataSource, TradingCore
 
 
 class TradingEnv(gym.Env):
@@ -80,10 +80,7 @@ class TradingEnv(gym.Env):
         self.config = self.core.config
         self.observation_space = self.core.observation_space
         self.action_space = self.core.action_space
-        self._state, self._bars = self.core.new_accounts(1)
-        self._out = np.zeros((1, ex.N_OUT))
-        self._account = np.zeros((1, ex.N_ACCOUNT), dtype=np.float32)
-        self._actions = np.zeros((1, 3), dtype=np.int64)
+        self._accounts = Accounts.zeros(1)
         self._index = np.zeros(1, dtype=np.int64)
 
     def reset(
@@ -100,11 +97,11 @@ class TradingEnv(gym.Env):
             if not self.core.first_bar <= start < self.core.end_bar:
                 first, end = self.core.first_bar, self.core.end_bar
                 raise ValueError(f"start_bar must be in [{first}, {end}), got {start}")
-        self.core.reset(self._state, self._bars, self._index, np.array([start]), self._account)
+        self.core.reset(self._accounts, self._index, np.array([start]))
         info = {
             "timestamp": self.core.timestamps[start],
             "bar": start,
-            "equity": self._state[0, ex.EQUITY],
+            "equity": self._accounts.state[0, ex.EQUITY],
         }
         return self._observation(start), info
 
@@ -112,21 +109,22 @@ class TradingEnv(gym.Env):
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Fill the order at the next open, run the bar, mark at its close (see class doc)."""
-        self._actions[0] = action
-        core = self.core
-        core.step(self._state, self._bars, self._actions, self._out, self._account)
-        info = core.step_info(self._state, self._bars, self._out, 0, self._actions[0])
+        accounts, core = self._accounts, self.core
+        accounts.actions[0] = action
+        core.step(accounts)
+        info = core.step_info(accounts, 0)
         terminated = info["liquidated"] or info["bankrupt"]
-        truncated = self._out[0, ex.TRUNCATED].item() > 0
+        truncated = accounts.out[0, ex.TRUNCATED].item() > 0
         if terminated or truncated:
-            info["episode_trading"] = core.episode_summary(self._state, 0)
-        reward = self._out[0, ex.REWARD].item()
+            info["episode_trading"] = core.episode_summary(accounts, 0)
+        reward = accounts.out[0, ex.REWARD].item()
         return self._observation(info["bar"]), reward, terminated, truncated, info
 
     def _observation(self, bar: int) -> dict[str, np.ndarray]:
-        return {"market": self.core.market_window(bar), "account": self._account[0].copy()}
+        account = self._accounts.observation[0].copy()
+        return {"market": self.core.market_window(bar), "account": account}
 
     @property
     def equity(self) -> float:
         """Equity marked at the last close."""
-        return float(self._state[0, ex.EQUITY])
+        return float(self._accounts.state[0, ex.EQUITY])

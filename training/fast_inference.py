@@ -39,7 +39,7 @@ from torch import nn
 
 from agent import MultiHeadPolicy
 from envs import execution as ex
-from envs.core import TradingCore
+from envs.core import Accounts, TradingCore
 from training.rollout import ACCOUNT_COLUMNS, record_from_arrays
 
 # Windows per trunk forward. On 2 CPU cores (default trunk, window 32, GOOGL) 128..512 ran at the
@@ -118,31 +118,30 @@ class FastPolicy:
         `record_episode` on such an env with this policy as the step function (tested).
         """
         core = self.core
-        state, bars = core.new_accounts(1)
-        account_obs = np.zeros((1, ex.N_ACCOUNT), dtype=np.float32)
-        start = np.array([core.first_bar])
-        core.reset(state, bars, np.zeros(1, dtype=np.int64), start, account_obs)
+        accounts = Accounts.zeros(1)
+        core.reset(accounts, np.zeros(1, dtype=np.int64), np.array([core.first_bar]))
         steps = core.episode_length
         bar_log = np.empty(steps + 1, dtype=np.int64)  # [n + 1]
         actions = np.empty((steps, 3), dtype=np.int64)  # [n, 3]
         outcomes = np.empty((steps, ex.N_OUT))  # [n, N_OUT]
-        accounts = np.empty((steps + 1, len(ACCOUNT_COLUMNS)))  # [n + 1, 3]
-        bar_log[0], accounts[0] = bars[0], state[0, list(ACCOUNT_COLUMNS)]
+        account_log = np.empty((steps + 1, len(ACCOUNT_COLUMNS)))  # [n + 1, 3]
+        bar_log[0], account_log[0] = accounts.bars[0], accounts.state[0, list(ACCOUNT_COLUMNS)]
         step, forced = 0, np.full(3, -1, dtype=np.int64)
         while True:
             step, finished = _run_episode(
-                step, forced, state, bars, account_obs, core.ohlc, core.sides, core.leverages,
-                core.risks, core.params, self.first_bar, self._market_part, self._account_mlp,
-                self._account_part, self._activation, self._logits, TIE_TOLERANCE,
-                bar_log, actions, outcomes, accounts,
+                step, forced, accounts.state, accounts.bars, accounts.observation, core.ohlc,
+                core.sides, core.leverages, core.risks, core.params, self.first_bar,
+                self._market_part, self._account_mlp, self._account_part, self._activation,
+                self._logits, TIE_TOLERANCE, bar_log, actions, outcomes, account_log,
             )  # fmt: skip
             if finished:
                 break
             self.fallbacks += 1
-            obs = {"market": core.market_window(int(bars[0])), "account": account_obs[0].copy()}
+            bar = int(accounts.bars[0])
+            obs = {"market": core.market_window(bar), "account": accounts.observation[0].copy()}
             forced[:] = self.policy.predict(obs, deterministic=True)[0]
         return record_from_arrays(
-            core, bar_log[: step + 1], actions[:step], outcomes[:step], accounts[: step + 1]
+            core, bar_log[: step + 1], actions[:step], outcomes[:step], account_log[: step + 1]
         )
 
 
