@@ -21,11 +21,12 @@ from filelock import FileLock
 from stable_baselines3 import PPO
 
 from agent import MultiHeadPolicy
-from envs import TradingEnv
+from envs import TradingEnv, load_market_data
 from training import fast_inference
-from training.backtest import main, record_strategy
+from training.backtest import in_sample, main, record_strategy
 from training.baselines import baseline_policies, moving_average_crossover
 from training.config import load_config, save_config
+from training.data import split_run_market
 from training.fast_inference import FastPolicy
 from training.metrics import compute_metrics, trades_from_record
 from training.rollout import RECORD_COLUMNS, record_episode
@@ -325,6 +326,31 @@ def test_a_model_that_is_not_ours_exits_2_with_one_line(case, smoke_run, model_f
     code = main(["--model", str(model), "--data", str(GOOGL), "--out", str(out)])
     assert_one_line_error(code, capsys.readouterr().err, message)
     assert not out.exists()
+
+
+def test_backtest_on_the_training_bars_warns_that_it_is_in_sample(smoke_run, tmp_path, capsys):
+    """The smoke run trained on GOOGL with 15% validation and 15% test: a backtest of the whole
+    file is mostly in-sample; one from the test split's first bar is not."""
+    cfg = load_config(smoke_run / "config.yaml")
+    splits = split_run_market(load_market_data(GOOGL), cfg.data)
+    whole = whole_range_env(GOOGL, cfg.env)
+    seen = in_sample(cfg, GOOGL, None, whole)
+    first = whole.core.first_bar  # the first window's last bar
+    assert (seen.train, seen.validation) == (splits.train.stop - first, len(splits.validation))
+    assert seen.decisions == whole.core.end_bar - first
+    assert in_sample(cfg, GOOGL, "GOOGL", whole) is None  # another ticker: not comparable
+    test_env = whole_range_env(GOOGL, cfg.env, bars=splits.test)
+    assert in_sample(cfg, GOOGL, None, test_env) is None
+
+    assert main(["--model", str(smoke_run), "--data", str(GOOGL), "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    start = seen.test_start.strftime("%Y-%m-%d")
+    assert f"{seen.count:,} of the {seen.decisions:,} decisions are in-sample" in err
+    assert f"(--start {start})" in err
+    out = tmp_path / "held-out"
+    assert main(["--model", str(smoke_run), "--data", str(GOOGL), "--start", start,
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert "in-sample" not in capsys.readouterr().err
 
 
 def test_a_zip_without_its_config_exits_2(smoke_run, tmp_path, capsys):

@@ -47,6 +47,7 @@ from training.atomic import write_atomic, write_json_atomic
 from training.baselines import BarPolicy, baseline_policies
 from training.cli import reports_user_errors
 from training.config import RunConfig, load_config
+from training.data import split_run_market
 from training.fast_inference import FastPolicy
 from training.metrics import compute_metrics, format_metrics_table, trades_from_record
 from training.report import AGENT, render_report
@@ -263,6 +264,56 @@ def select_bars(market: MarketData, start: str | None, end: str | None) -> range
     return range(first, stop)
 
 
+@dataclass(frozen=True)
+class InSample:
+    """How many of a backtest's decisions fall on bars the model learned from or was chosen on."""
+
+    decisions: int  # decisions of the backtest
+    train: int  # of them on the run's training split
+    validation: int  # of them on its validation split (which chose best_model.zip)
+    test_start: pd.Timestamp | None  # first bar of the run's held-out test split, if any
+
+    @property
+    def count(self) -> int:
+        """Decisions on training or validation bars."""
+        return self.train + self.validation
+
+    def warning(self) -> str:
+        """One line for the terminal: the counts, and where the held-out bars start."""
+        parts = [f"{n:,} on its {name} bars" for name, n in
+                 (("training", self.train), ("validation", self.validation)) if n]  # fmt: skip
+        line = (
+            f"warning: {self.count:,} of the {self.decisions:,} decisions are in-sample "
+            f"({' and '.join(parts)}), so these results flatter the agent"
+        )
+        if self.test_start is not None:
+            date = time_labels(np.array([self.test_start.to_datetime64()]))[0]
+            line += f"; its held-out test split starts {date} (--start {date})"
+        return line
+
+
+def in_sample(cfg: RunConfig, data: Path, ticker: str | None, env: TradingEnv) -> InSample | None:
+    """The decisions of `env` on the training run's own train and validation bars, or None.
+
+    Only the run's own data file and ticker can be compared bar by bar: the run's splits
+    (`training.data.split_run_market`) are recomputed on the same bars. None for other data, or
+    when no decision falls on those bars.
+    """
+    same_file = data.resolve() == cfg.data.resolved_path().resolve()
+    if not same_file or ticker != cfg.data.ticker:
+        return None
+    core = env.core
+    splits = split_run_market(core.market, cfg.data)
+    decisions = range(core.first_bar, core.end_bar)
+
+    def overlap(split: range) -> int:
+        return max(0, min(decisions.stop, split.stop) - max(decisions.start, split.start))
+
+    test_start = pd.Timestamp(core.timestamps[splits.test.start]) if splits.test else None
+    found = InSample(len(decisions), overlap(splits.train), overlap(splits.validation), test_start)
+    return found if found.count else None
+
+
 def default_out(run_dir: Path, data: Path, args: argparse.Namespace) -> Path:
     """`<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`."""
     name = data.stem + (f"-{args.ticker}" if args.ticker else "")
@@ -319,9 +370,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = backtest(loaded.model, env)
     out = args.out or default_out(loaded.run_dir, args.data, args)
     title = f"{loaded.path.name} on {_default_title(env)}"
+    seen = in_sample(cfg, args.data, args.ticker, env)
+    if seen is not None:
+        title += f" [in-sample: {seen.count / seen.decisions:.0%} of decisions]"
     write_report(result, out, title)
     core = env.core
     print(f"{loaded.path} on {market!r}, decisions at bars {core.first_bar}..{core.end_bar - 1}")
+    if seen is not None:
+        print(seen.warning(), file=sys.stderr)
     print(format_metrics_table(result.metrics))
     print(f"\nreport: {out}")
     return 0
