@@ -25,7 +25,10 @@ from training.run_dir import RunDir, save_model_atomic
 
 HEADS = ("direction", "leverage", "risk")
 _HISTOGRAM_ONLY = ("stdout", "log", "json", "csv")  # histograms go to TensorBoard alone
-_ENTROPY_SAMPLE = 2048  # rollout observations used to measure each head's entropy
+# Rollout observations used to measure each head's mean entropy: enough for a smooth curve.
+# 2,048 (a default-config rollout) took 80-210 ms a rollout on 2 cores, 8-20% of training time;
+# 512 take 11-17 ms.
+_ENTROPY_SAMPLE = 512
 
 
 class HeadMonitor(BaseCallback):
