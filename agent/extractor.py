@@ -58,10 +58,13 @@ class MarketAccountExtractor(BaseFeaturesExtractor):
             if isinstance(module, nn.Linear):
                 init_linear(module, config.init)
 
+    def market_latent(self, market: torch.Tensor) -> torch.Tensor:
+        """The market half of the features: windows [B, W, F] -> float32 [B, d_model]."""
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.use_bf16 and market.is_cuda):
+            return self.trunk(market).float()  # [B, d_model]
+
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         """{"market": [B, W, F], "account": [B, A]} -> [B, d_model + account_dim]."""
-        market = observations["market"]
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.use_bf16 and market.is_cuda):
-            market_latent = self.trunk(market)  # [B, d_model]
+        market_latent = self.market_latent(observations["market"])  # [B, d_model]
         account_latent = self.account_mlp(observations["account"])  # [B, account_dim]
-        return torch.cat([market_latent.float(), account_latent], dim=1)  # [B, features_dim]
+        return torch.cat([market_latent, account_latent], dim=1)  # [B, features_dim]

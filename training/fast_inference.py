@@ -177,12 +177,11 @@ def _transposed(weight: torch.Tensor) -> np.ndarray:
 def _trunk_latents(policy: MultiHeadPolicy, core: TradingCore, batch_size: int) -> torch.Tensor:
     """Trunk outputs [N, d_model] (float64, CPU) for the windows ending at first_bar..end_bar.
 
-    The same computation as `MarketAccountExtractor.forward`'s market half: the trunk, under
-    bfloat16 autocast when the extractor would use it, cast to float32. On a CPU with T > 1
-    torch threads the batches run T at a time, one Python thread and one torch thread each
-    (torch releases the GIL inside its ops): at these small shapes that was 1.5x faster than
-    T threads inside every op (2 cores, default trunk; SDPA's CPU kernel barely gains from a
-    second thread there).
+    `MarketAccountExtractor.market_latent`, the market half of the policy's features. On a CPU
+    with T > 1 torch threads the batches run T at a time, one Python thread and one torch thread
+    each (torch releases the GIL inside its ops): at these small shapes that was 1.5x faster
+    than T threads inside every op (2 cores, default trunk; SDPA's CPU kernel barely gains from
+    a second thread there).
     """
     extractor = policy.features_extractor
     bars = np.arange(core.first_bar, core.end_bar + 1)
@@ -190,10 +189,8 @@ def _trunk_latents(policy: MultiHeadPolicy, core: TradingCore, batch_size: int) 
 
     def encode(batch: np.ndarray) -> torch.Tensor:
         market = torch.as_tensor(core.market_windows(batch), device=policy.device)  # [B, W, F]
-        bf16 = extractor.use_bf16 and market.is_cuda
-        # no_grad and autocast are thread-local: entered here, in the thread that runs the trunk.
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
-            return extractor.trunk(market).float().cpu()  # [B, d_model]
+        with torch.no_grad():  # thread-local: entered here, in the thread that runs the trunk
+            return extractor.market_latent(market).cpu()  # [B, d_model]
 
     threads = torch.get_num_threads()
     if policy.device.type != "cpu" or threads == 1 or len(batches) == 1:
