@@ -4,8 +4,8 @@ With `conditional_heads=True` (the default) a flat `direction` leaves the `lever
 log-probabilities and entropies out of the PPO loss (see `agent.distribution`); with False the
 three heads always count. This trains both settings for each seed on a fixed budget and
 evaluates the deterministic policy over the validation range with the code `training.train`
-uses (`training.rollout.record_episode` on a `TradingEnv` over the whole range, then
-`training.metrics.compute_metrics`).
+uses (`training.head_pruning.agent_metrics`: `FastPolicy.record_episode` over the whole range,
+the actions of `model.predict`, then `training.metrics.compute_metrics`).
 
 Datasets:
 - `googl`: the bundled GOOGL daily file (`configs/default.yaml` data and splits).
@@ -53,8 +53,7 @@ from envs import BatchedTradingEnv, MarketData, TradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
 from envs.splits import Splits, chronological_split
 from training.config import RunConfig, add_config_arguments, load_config
-from training.metrics import compute_metrics, trades_from_record
-from training.rollout import record_episode
+from training.head_pruning import agent_metrics
 from training.run_dir import RunDir
 from training.train import build_model
 
@@ -143,12 +142,7 @@ def validate(model: PPO, market: MarketData, splits: Splits, cfg: RunConfig) -> 
     env = TradingEnv(
         market, cfg.env, bars=splits.validation, random_start=False, episode_length=None
     )
-
-    def act(obs: dict[str, np.ndarray]) -> np.ndarray:
-        return model.predict(obs, deterministic=True)[0]
-
-    record = record_episode(env, act)
-    return compute_metrics(record, trades_from_record(record), bars_per_year=env.core.bars_per_year)
+    return agent_metrics(model.policy, env)
 
 
 def run_one(

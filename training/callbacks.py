@@ -20,7 +20,7 @@ from stable_baselines3.common.logger import HParam
 from envs import EnvConfig, TradingEnv
 from training.atomic import write_json_atomic
 from training.fast_inference import FastPolicy
-from training.metrics import compute_metrics, trades_from_record
+from training.metrics import record_metrics
 from training.run_dir import RunDir, save_model_atomic
 
 HEADS = ("direction", "leverage", "risk")
@@ -144,9 +144,7 @@ class ValidationCallback(BaseCallback):
     def evaluate(self) -> dict[str, float]:
         """Run the validation backtest now; log it; keep the best model."""
         record = FastPolicy(self.model.policy, self.env.core).record_episode()
-        metrics = compute_metrics(
-            record, trades_from_record(record), bars_per_year=self.env.core.bars_per_year
-        )
+        metrics = record_metrics(record, bars_per_year=self.env.core.bars_per_year)
         for key, value in metrics.items():
             self.logger.record(f"eval/{key}", float(value))
         sharpe = float(metrics["sharpe"])

@@ -15,7 +15,6 @@ import copy
 import math
 
 import numpy as np
-import pandas as pd
 import torch
 from stable_baselines3 import PPO
 
@@ -25,7 +24,7 @@ from envs import TradingEnv
 from training.backtest import record_strategy
 from training.baselines import BarPolicy
 from training.fast_inference import FastPolicy
-from training.metrics import compute_metrics, trades_from_record
+from training.metrics import record_metrics
 
 SHARES = tuple(step / 10 for step in range(10))  # 0%, 10%, ..., 90% of the heads pruned
 CURVE_METRICS = ("sharpe", "total_return_pct", "max_drawdown_pct", "exposure_pct", "trades")
@@ -53,14 +52,9 @@ def keep_mask(shape: tuple[int, int], pruned: list[tuple[int, int]]) -> torch.Te
     return keep
 
 
-def record_metrics(record: pd.DataFrame, env: TradingEnv) -> dict[str, float]:
-    """Backtest metrics (`compute_metrics`) of a `record_episode` frame of `env`."""
-    return compute_metrics(record, trades_from_record(record), bars_per_year=env.core.bars_per_year)
-
-
 def strategy_metrics(env: TradingEnv, policy: BarPolicy) -> dict[str, float]:
     """Backtest metrics of ``policy(obs, bar)`` over `env`'s whole range."""
-    return record_metrics(record_strategy(env, policy), env)
+    return record_metrics(record_strategy(env, policy), bars_per_year=env.core.bars_per_year)
 
 
 def agent_metrics(policy: MultiHeadPolicy, env: TradingEnv) -> dict[str, float]:
@@ -69,7 +63,8 @@ def agent_metrics(policy: MultiHeadPolicy, env: TradingEnv) -> dict[str, float]:
     `FastPolicy.record_episode` (the actions of ``model.predict(deterministic=True)``, with the
     trunk's current gates) and `compute_metrics`.
     """
-    return record_metrics(FastPolicy(policy, env.core).record_episode(), env)
+    record = FastPolicy(policy, env.core).record_episode()
+    return record_metrics(record, bars_per_year=env.core.bars_per_year)
 
 
 def pruning_curve(

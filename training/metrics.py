@@ -6,6 +6,8 @@ Two pure functions, in the manner of backtesting.py's `_stats.py`:
 * `compute_metrics(record, trades, bars_per_year=...)`: a flat mapping of named metrics whose
   keys carry their units (`max_drawdown_pct`); `METRIC_DOCS` explains every key in one line.
 
+`record_metrics(record, bars_per_year=...)` chains the two for callers that need no trades.
+
 `format_metrics_table` renders the metrics of several strategies side by side for the terminal.
 
 The record has one row per bar: row 0 is the starting state (flat, no costs, no action) and
@@ -312,6 +314,11 @@ def compute_metrics(
 
 
 # --- terminal table ---------------------------------------------------------------------------
+
+
+def record_metrics(record: pd.DataFrame, *, bars_per_year: float) -> dict[str, float]:
+    """`compute_metrics` of a record with its own trades (`trades_from_record`)."""
+    return compute_metrics(record, trades_from_record(record), bars_per_year=bars_per_year)
 
 
 def _format_value(value: float) -> str:
