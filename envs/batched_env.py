@@ -47,7 +47,7 @@ class BatchedTradingEnv(VecEnv):
         super().__init__(n_envs, self.core.observation_space, self.core.action_space)
         self._accounts = Accounts.zeros(n_envs)
         self._rngs = [seeding.np_random(None)[0] for _ in range(n_envs)]
-        self._final = (np.zeros(0, dtype=np.int64), np.zeros((0, ex.EQUITY + 1)))
+        self._final: tuple[np.ndarray, np.ndarray] | None = None  # see `step_wait`
 
     def reset(self) -> VecEnvObs:
         """Reset every account, re-seeding those given a seed through `seed()`."""
@@ -72,9 +72,10 @@ class BatchedTradingEnv(VecEnv):
         dones = (accounts.out[:, ex.TERMINATED] + accounts.out[:, ex.TRUNCATED]) > 0
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         finished = dones.nonzero()[0]
-        # The finished accounts' final state, which the auto-reset below overwrites (`last_step`).
-        self._final = (finished, accounts.state[finished, : ex.EQUITY + 1])  # fancy index: a copy
+        self._final = None
         if finished.size:
+            # Their final state, which the auto-reset below overwrites (for `last_step`).
+            self._final = (finished, accounts.state[finished, : ex.EQUITY + 1])  # a copy
             last_market = core.market_windows(accounts.bars[finished])  # [n_finished, W, F]
             last_account = accounts.observation[finished]  # [n_finished, A]
             for j, i in enumerate(finished):  # finished accounts only; the step has no such loop
@@ -96,9 +97,10 @@ class BatchedTradingEnv(VecEnv):
         """
         accounts = self._accounts
         step = {name: accounts.out[:, column] for column, name in enumerate(ex.OUTCOME_NAMES)}
-        finished, final_state = self._final
         state = accounts.state[:, : ex.EQUITY + 1].copy()  # [N, 5]
-        state[finished] = final_state
+        if self._final is not None:
+            finished, final_state = self._final
+            state[finished] = final_state
         step["equity"] = state[:, ex.EQUITY]
         step["cash"] = state[:, ex.CASH]
         step["position"] = state[:, ex.QTY]
