@@ -45,7 +45,7 @@ from envs import MarketData, TradingEnv, load_market_data
 from envs.market_data import parse_time
 from training.atomic import write_atomic, write_json_atomic
 from training.baselines import BarPolicy, baseline_policies
-from training.cli import reports_user_errors
+from training.cli import add_model_and_data_arguments, reports_user_errors
 from training.config import RunConfig, load_config
 from training.data import split_run_market
 from training.fast_inference import FastPolicy
@@ -330,14 +330,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m training.backtest", description=__doc__.splitlines()[0]
     )
-    parser.add_argument(
-        "--model",
-        type=Path,
-        required=True,
-        help="run folder (uses best_model.zip, else final_model.zip) or model zip",
-    )
-    parser.add_argument("--data", type=Path, required=True, help="OHLCV CSV to trade on")
-    parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV")
+    add_model_and_data_arguments(parser)
     parser.add_argument(
         "--adjust",
         action=argparse.BooleanOptionalAction,

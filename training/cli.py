@@ -6,10 +6,12 @@ status a shell gives a process stopped by SIGPIPE (141), instead of a BrokenPipe
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from envs import DataError
 from training.config import ConfigError
@@ -42,3 +44,15 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
         return wrapped
 
     return decorate
+
+
+def add_model_and_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--model`, `--data` and `--ticker`: what every tool running a saved agent on a CSV takes."""
+    parser.add_argument(
+        "--model",
+        type=Path,
+        required=True,
+        help="run folder (uses best_model.zip, else final_model.zip) or model zip",
+    )
+    parser.add_argument("--data", type=Path, required=True, help="OHLCV CSV")
+    parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV")

@@ -48,7 +48,7 @@ from envs import DataError, MarketData, TradingEnv
 from training.atomic import write_atomic, write_json_atomic
 from training.attention_maps import DateError, attention_at, bar_at
 from training.backtest import BacktestError, LoadedModel, check_fits, load_model
-from training.cli import reports_user_errors
+from training.cli import add_model_and_data_arguments, reports_user_errors
 from training.config import save_config
 from training.data import load_run_market, split_run_market
 from training.head_importance import (
@@ -255,14 +255,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--model",
-        type=Path,
-        required=True,
-        help="run folder (best_model.zip, else final_model.zip) or model zip",
-    )
-    common.add_argument("--data", type=Path, required=True, help="OHLCV CSV")
-    common.add_argument("--ticker", help="ticker to select in a multi-ticker CSV")
+    add_model_and_data_arguments(common)
     common.add_argument("--out", type=Path, help="output folder (default <run_dir>/heads)")
     scoring = argparse.ArgumentParser(add_help=False)
     scoring.add_argument(
