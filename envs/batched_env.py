@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,10 @@ from envs import execution as ex
 from envs.config import EnvConfig
 from envs.core import Accounts, DataSource, TradingCore
 
+# The info of every account that did not finish on a step: one shared, read-only empty mapping.
+# Building N fresh empty dicts per step took ~9 us of a ~46 us step at N = 256.
+NOTHING_TO_REPORT: Mapping[str, Any] = MappingProxyType({})
+
 
 class BatchedTradingEnv(VecEnv):
     """N independent accounts on the same data, stepped together by one compiled kernel.
@@ -22,6 +27,9 @@ class BatchedTradingEnv(VecEnv):
     vectorised envs): the same starts, fills, rewards and observations. Finished accounts are
     reset automatically, as SB3 expects; their last observation is in
     `infos[i]["terminal_observation"]` and their trading summary in `infos[i]["episode_trading"]`.
+    Only finished accounts get a dict of their own: every other `infos[i]` is the read-only
+    `NOTHING_TO_REPORT`, so writing into it raises `TypeError` instead of leaking into later steps
+    (SB3's wrappers only write into the infos of finished envs, and `VecMonitor` copies first).
 
     Per-account step details that `TradingEnv` puts in `info` are kept as arrays here instead of
     N dicts per step: `last_step[name]` is a [N] array for each `envs.execution` outcome column
@@ -70,7 +78,7 @@ class BatchedTradingEnv(VecEnv):
         core.step(accounts)
         rewards = accounts.out[:, ex.REWARD].astype(np.float32)
         dones = (accounts.out[:, ex.TERMINATED] + accounts.out[:, ex.TRUNCATED]) > 0
-        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        infos: list[Mapping[str, Any]] = [NOTHING_TO_REPORT] * self.num_envs
         finished = dones.nonzero()[0]
         self._final = None
         if finished.size:
@@ -79,12 +87,11 @@ class BatchedTradingEnv(VecEnv):
             last_market = core.market_windows(accounts.bars[finished])  # [n_finished, W, F]
             last_account = accounts.observation[finished]  # [n_finished, A]
             for j, i in enumerate(finished):  # finished accounts only; the step has no such loop
-                infos[i]["terminal_observation"] = {
-                    "market": last_market[j],
-                    "account": last_account[j],
+                infos[i] = {
+                    "terminal_observation": {"market": last_market[j], "account": last_account[j]},
+                    "TimeLimit.truncated": bool(accounts.out[i, ex.TRUNCATED]),
+                    "episode_trading": core.episode_summary(accounts, i),
                 }
-                infos[i]["TimeLimit.truncated"] = bool(accounts.out[i, ex.TRUNCATED])
-                infos[i]["episode_trading"] = core.episode_summary(accounts, i)
             self._reset_accounts(finished)
         return self._observation(), rewards, dones, infos
 

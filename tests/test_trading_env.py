@@ -207,6 +207,26 @@ def test_batched_accounts_equal_single_envs_with_the_same_seeds(reward):
                 assert infos[i]["TimeLimit.truncated"] == truncated
                 assert infos[i]["episode_trading"] == info["episode_trading"]
                 single_obs[i], _ = env.reset()
+            else:
+                assert infos[i] == {}
+
+
+def test_batched_infos_of_unfinished_accounts_are_read_only_and_vec_monitor_still_reports():
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    env = VecMonitor(BatchedTradingEnv(GOOGL, window=8, episode_length=3, n_envs=2))
+    env.reset()
+    _, _, dones, infos = env.step(np.zeros((2, 3), dtype=np.int64))
+    assert not dones.any()
+    with pytest.raises(TypeError):
+        infos[0]["mine"] = 1  # shared by all accounts: a write must not leak into later steps
+    env.step(np.zeros((2, 3), dtype=np.int64))
+    _, _, dones, infos = env.step(np.zeros((2, 3), dtype=np.int64))
+    assert dones.all()
+    for info in infos:
+        assert info["episode"]["l"] == 3
+        assert info["episode_trading"]["steps"] == 3
+        info["mine"] = 1  # a finished account's info is its own dict
 
 
 def test_batched_env_passes_through_sb3_ppo():
