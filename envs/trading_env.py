@@ -82,6 +82,7 @@ class TradingEnv(gym.Env):
         self.action_space = self.core.action_space
         self._accounts = Accounts.zeros(1)
         self._index = np.zeros(1, dtype=np.int64)
+        self._needs_reset = True  # before the first reset, and once an episode has ended
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -98,6 +99,7 @@ class TradingEnv(gym.Env):
                 first, end = self.core.first_bar, self.core.end_bar
                 raise ValueError(f"start_bar must be in [{first}, {end}), got {start}")
         self.core.reset(self._accounts, self._index, np.array([start]))
+        self._needs_reset = False
         info = {
             "timestamp": self.core.timestamps[start],
             "bar": start,
@@ -108,7 +110,16 @@ class TradingEnv(gym.Env):
     def step(
         self, action: np.ndarray
     ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Fill the order at the next open, run the bar, mark at its close (see class doc)."""
+        """Fill the order at the next open, run the bar, mark at its close (see class doc).
+
+        Raises `RuntimeError` before the first `reset` and after an episode ended: past the
+        range's last bar there is no next bar to fill on.
+        """
+        if self._needs_reset:
+            raise RuntimeError(
+                "TradingEnv.step() needs reset() first: before the first episode and after one "
+                "has ended (terminated or truncated)"
+            )
         accounts, core = self._accounts, self.core
         accounts.actions[0] = action
         core.step(accounts)
@@ -117,6 +128,7 @@ class TradingEnv(gym.Env):
         truncated = accounts.out[0, ex.TRUNCATED].item() > 0
         if terminated or truncated:
             info["episode_trading"] = core.episode_summary(accounts, 0)
+            self._needs_reset = True
         reward = accounts.out[0, ex.REWARD].item()
         return self._observation(info["bar"]), reward, terminated, truncated, info
 

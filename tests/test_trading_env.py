@@ -113,6 +113,15 @@ def test_evaluation_runs_the_whole_range_and_truncates_at_its_end():
             break
     assert truncated and info["bar"] == splits.validation.stop - 1
     assert n == len(splits.validation) - 1
+    with pytest.raises(RuntimeError, match=r"needs reset\(\) first"):
+        env.step(np.array([1, 0, 0]))  # no next bar to fill on
+    env.reset()
+    env.step(np.array([1, 0, 0]))
+
+
+def test_step_before_the_first_reset_is_a_clear_error():
+    with pytest.raises(RuntimeError, match=r"needs reset\(\) first"):
+        TradingEnv(GOOGL, window=8).step(np.array([1, 0, 0]))
 
 
 def test_equity_is_cash_plus_position_value_and_costs_only_reduce_it():
