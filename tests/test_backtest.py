@@ -364,8 +364,8 @@ def test_data_that_does_not_fit_exits_2(smoke_run, tmp_path, capsys):
     pd.read_csv(GOOGL).head(12).to_csv(short, index=False)  # fewer bars than window 16 + 1
     cases = [
         (short, [], "12 data rows, expected at least"),
-        (GOOGL, ["--start", "2018-08-29"], "selects 1 bars"),
-        (GOOGL, ["--start", "2030-01-01"], "selects 0 bars"),
+        (GOOGL, ["--start", "2018-08-29"], "--start 2018-08-29 selects 1 bar of"),
+        (GOOGL, ["--start", "2030-01-01"], "--start 2030-01-01 selects 0 bars"),
         (GOOGL, ["--end", "not-a-date"], "--end: expected a date"),
         (tmp_path / "missing.csv", [], "missing.csv"),
     ]

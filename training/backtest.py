@@ -257,9 +257,13 @@ def select_bars(market: MarketData, start: str | None, end: str | None) -> range
         stop = position(_parse_time("--end", end, whole_day=True), side="right")
     if stop - first < 2:
         span = f"{pd.Timestamp(times[0])} .. {pd.Timestamp(times[-1])}"
+        given = " ".join(
+            f"--{name} {value}" for name, value in (("start", start), ("end", end)) if value
+        )
+        n = max(stop - first, 0)
         raise BacktestError(
-            f"{market.source}: --start {start} --end {end} selects {max(stop - first, 0)} bars "
-            f"of the data ({span}); a backtest needs at least 2"
+            f"{market.source}: {given} selects {n} bar{'' if n == 1 else 's'} of the data "
+            f"({span}); a backtest needs at least 2"
         )
     return range(first, stop)
 
