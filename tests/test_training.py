@@ -95,8 +95,11 @@ def test_resume_continues_the_step_count_in_the_same_tensorboard_run(smoke_run, 
     assert result.returncode == 0, result.stderr
     checkpoint = RunDir(run).latest_checkpoint()
     before = PPO.load(checkpoint).num_timesteps
-    result = train_cli("--resume", str(run), "--set", "train.total_timesteps=512")
+    result = train_cli(
+        "--resume", str(run), "--set", "train.total_timesteps=512", "--set", "train.threads=2"
+    )
     assert result.returncode == 0, result.stderr
+    assert "512 timesteps, device cpu, 2 torch CPU threads" in result.stdout
     assert f"resuming from {checkpoint}" in result.stdout
     assert PPO.load(run / "final_model.zip").num_timesteps == 512 > before
     _, _, last_step = event_tags(run)  # one TensorBoard folder, continued
@@ -109,6 +112,7 @@ def test_resume_continues_the_step_count_in_the_same_tensorboard_run(smoke_run, 
         (["--set", "ppo.learnig_rate=1"], "did you mean 'ppo.learning_rate'"),
         (["--data", "no/such/file.csv"], "no/such/file.csv"),
         (["--set", "env.window=abc"], "env.window"),
+        (["--set", "train.threads=0"], "train.threads: expected an integer >= 1 or null"),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line_and_no_traceback(args, message, tmp_path, capsys):

@@ -214,6 +214,7 @@ class TrainConfig:
     progress_bar: bool = True  # show SB3's progress bar during learn()
     log_interval: int = 1  # rollouts between SB3 log dumps (stdout and TensorBoard)
     importance_every: int = 0  # timesteps between head-importance TensorBoard logs; 0 disables
+    threads: int | None = None  # torch CPU threads; None: torch's default (one per core)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -236,6 +237,7 @@ class TrainConfig:
                 ),
                 ("log_interval", self.log_interval >= 1, "an integer >= 1"),
                 ("importance_every", self.importance_every >= 0, "an integer >= 0"),
+                ("threads", self.threads is None or self.threads >= 1, "an integer >= 1 or null"),
             ],
         )
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import CallbackList
 from stable_baselines3.common.utils import set_random_seed
@@ -111,11 +112,24 @@ def build_model(cfg: RunConfig, env: BatchedTradingEnv, run: RunDir) -> PPO:
     )
 
 
+def prepare_torch(cfg: RunConfig) -> None:
+    """Seed Python, NumPy and torch, and set torch's CPU threads when `train.threads` is set."""
+    set_random_seed(cfg.train.seed)
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+
+
 def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
     """Train (or continue) the run; return where the outputs are."""
-    set_random_seed(cfg.train.seed)
+    prepare_torch(cfg)
     market = load_run_market(cfg)
     splits = split_run_market(market, cfg.data)
+    print(
+        f"training {run.root}: {market.source}, {len(splits.train):,} train / "
+        f"{len(splits.validation):,} validation / {len(splits.test):,} test bars, "
+        f"{cfg.train.total_timesteps:,} timesteps, device {cfg.policy.device}, "
+        f"{torch.get_num_threads()} torch CPU threads"
+    )
     cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     if not resume:
         save_config(cfg, run.config)
@@ -185,7 +199,7 @@ def train_on_bars(cfg: RunConfig, market: MarketData, bars: range, run: RunDir) 
     No checkpoints, validation or saving: the training step of each fold of
     `training.walkforward`. TensorBoard logs go to `run.tensorboard`.
     """
-    set_random_seed(cfg.train.seed)
+    prepare_torch(cfg)
     env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=bars)
     env.seed(cfg.train.seed)
     model = build_model(cfg, VecMonitor(env), run)
