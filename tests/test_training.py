@@ -99,7 +99,7 @@ def test_resume_continues_the_step_count_in_the_same_tensorboard_run(smoke_run, 
         "--resume", str(run), "--set", "train.total_timesteps=512", "--set", "train.threads=2"
     )
     assert result.returncode == 0, result.stderr
-    assert "512 timesteps, device cpu, 2 torch CPU threads" in result.stdout
+    assert "512 timesteps, device cpu, torch CPU threads 2" in result.stdout
     assert f"resuming from {checkpoint}" in result.stdout
     assert PPO.load(run / "final_model.zip").num_timesteps == 512 > before
     _, _, last_step = event_tags(run)  # one TensorBoard folder, continued

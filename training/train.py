@@ -128,7 +128,7 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
         f"training {run.root}: {market.source}, {len(splits.train):,} train / "
         f"{len(splits.validation):,} validation / {len(splits.test):,} test bars, "
         f"{cfg.train.total_timesteps:,} timesteps, device {cfg.policy.device}, "
-        f"{torch.get_num_threads()} torch CPU threads"
+        f"torch CPU threads {torch.get_num_threads()}"
     )
     cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     if not resume:
