@@ -13,9 +13,10 @@ Recognised input
   `DatetimeIndex` or an index named like a timestamp column. Other columns are ignored.
 * Timestamps: ISO 8601 with or without a time and a zone; day-first (``31.12.2018 22:00:00.000``,
   ``31/12/2018``); month-first (``12/31/2018``); other shapes pandas can name one format for
-  (``Jan 4, 1999``), always with a four-digit year; unix seconds (9 to 11 digits) or milliseconds
-  (12 to 14 digits). A zone is converted to UTC and dropped. The whole column is parsed with one
-  format, named from its first value.
+  (``Jan 4, 1999``), always with a four-digit year; compact ``20181231`` (eight digits are a date,
+  never a unix time); unix seconds (9 to 11 digits) or milliseconds (12 to 14 digits). A zone
+  is converted to UTC and dropped. The whole column is parsed with one format, named from its
+  first value.
 * Day-first or month-first is read from the data: the order under which every row parses wins.
   When both do (no day above 12 anywhere), dotted dates (``DD.MM.YYYY``) are read day-first by
   convention and others month-first, with a warning that says so.
@@ -86,6 +87,7 @@ _MISSING_TEXT = ("", "nan", "na", "n/a", "#n/a", "null", "none")  # any case, re
 _NA_TOKENS = sorted({v for t in _MISSING_TEXT for v in (t, t.upper(), t.title())} | {"NaN"})
 _UNIX_UNITS = {"s": ("seconds", 1e8, 1e11), "ms": ("milliseconds", 1e11, 1e14)}  # 1973..5138
 _NUMBER = re.compile(r"[+-]?\d+(\.\d*)?")
+_COMPACT_DATE = re.compile(r"\d{8}")  # 20181231: YYYYMMDD (unix seconds have 9 to 11 digits)
 _PARSER_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
@@ -572,6 +574,8 @@ def _parse_timestamps(table: _Table, columns: list[int], notes: list[str]) -> np
         parsed = pd.to_datetime(values, utc=True, errors="coerce")
         if parsed.isna().any():
             raise table.cell_error(parsed.isna().to_numpy(), column, "a timestamp")
+    elif _COMPACT_DATE.fullmatch(str(first).strip()):
+        parsed = _parse_text_times(table, column, notes)
     elif isinstance(first, int | float | np.number) or _NUMBER.fullmatch(str(first).strip()):
         parsed = _parse_unix(table, column)
     else:
