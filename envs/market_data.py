@@ -20,6 +20,8 @@ Recognised input
 * Day-first or month-first is read from the data: the order under which every row parses wins.
   When both do (no day above 12 anywhere), dotted dates (``DD.MM.YYYY``) are read day-first by
   convention and others month-first, with a warning that says so.
+* Files plain or compressed, by suffix: ``.gz``, ``.bz2``, ``.xz``, or a ``.zip`` of one file;
+  UTF-8 (with or without a byte-order mark) or UTF-16 with one (Excel's "Unicode text").
 * Separators ``,`` ``;`` and tab, found from the header line. Banner lines above the header are
   skipped: the header is the first of the first 20 lines that names at least two known columns.
 * Rows in any time order: they are sorted by timestamp (files are often newest first).
@@ -33,9 +35,10 @@ Repaired, each with one warning that counts the rows
 
 Refused with a `DataError` (one line: the file, the row and the column, expected and found)
 --------------------------------------------------------------------------------------------
-A missing file, an empty file, no header line, missing required columns, two columns with the same
-meaning, rows with more fields than the header, a missing or non-numeric or non-finite value in
-open/high/low/close (or adjusted close with ``adjust=True``), a price <= 0, high below
+A missing file, a folder, binary content (such as an Excel workbook), a damaged compressed file
+or a zip of several files, an empty file, no header line, missing required columns, two columns
+with the same meaning, rows with more fields than the header, a missing or non-numeric or
+non-finite value in open/high/low/close (or adjusted close with ``adjust=True``), a price <= 0, high below
 max(open, close), low above min(open, close), a non-numeric or negative volume, a missing or
 unparseable timestamp, duplicate timestamps, fewer than ``min_rows`` rows, and a missing or
 unknown ticker. "Missing" means empty, whitespace, or one of ``nan na n/a #n/a null none`` in any
@@ -47,12 +50,18 @@ no banner); for a DataFrame they are its index labels.
 
 from __future__ import annotations
 
+import bz2
 import csv
 import functools
+import gzip
+import io
 import itertools
+import lzma
 import os
 import re
 import warnings
+import zipfile
+import zlib
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
@@ -89,6 +98,9 @@ _UNIX_UNITS = {"s": ("seconds", 1e8, 1e11), "ms": ("milliseconds", 1e11, 1e14)} 
 _NUMBER = re.compile(r"[+-]?\d+(\.\d*)?")
 _COMPACT_DATE = re.compile(r"\d{8}")  # 20181231: YYYYMMDD (unix seconds have 9 to 11 digits)
 _PARSER_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+_DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}  # by file suffix; and .zip
+_DECOMPRESS_ERRORS = (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, zlib.error)
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # Excel's "Unicode text" export is UTF-16
 
 
 class DataError(ValueError):
@@ -273,8 +285,40 @@ class _Table:
 
 def _file_table(path: Path) -> _Table:
     """Read a CSV file as text cells, after finding its header line and separator."""
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder; expected a CSV file")
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    try:
+        return _read_table(path)
+    except _DECOMPRESS_ERRORS as err:
+        raise DataError(f"{path.name}: cannot read the {path.suffix} file: {err}") from None
+
+
+def _open_text(path: Path) -> io.TextIOWrapper:
+    """The file as text, decompressed by its suffix (.gz, .bz2, .xz, or a .zip of one file).
+
+    UTF-8 (a byte-order mark is dropped) or, after a UTF-16 byte-order mark, UTF-16; bytes
+    that do not decode become U+FFFD rather than an error.
+    """
+    suffix = path.suffix.lower()
+    if suffix == ".zip":
+        archive = zipfile.ZipFile(path)
+        members = [name for name in archive.namelist() if not name.endswith("/")]
+        if len(members) != 1:
+            raise DataError(f"{path.name}: expected one file in the zip, found {len(members)}")
+        binary = archive.open(members[0])
+        archive.close()  # the member stays readable: the archive's file closes with it
+    else:
+        binary = _DECOMPRESS.get(suffix, open)(path, "rb")
+    bom = binary.read(2)
+    binary.seek(0)
+    encoding = "utf-16" if bom in _UTF16_BOMS else "utf-8-sig"
+    return io.TextIOWrapper(binary, encoding=encoding, errors="replace", newline="")
+
+
+def _read_table(path: Path) -> _Table:
+    """The cells of the CSV at `path` (plain or compressed), with their line numbers."""
     header_index, sep, header = _find_header(path)
     first_line = header_index + 2  # 1-based line number of the first data row
     width = len(header)
@@ -284,21 +328,20 @@ def _file_table(path: Path) -> _Table:
     try:
         with warnings.catch_warnings():  # pandas only warns where it drops a long first row's end
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(
-                path,
-                sep=sep,
-                skiprows=header_index + 1,
-                header=None,
-                names=range(width + 1),  # one spare column catches a field beyond the header
-                index_col=False,
-                dtype=str,
-                na_values=na_values,
-                keep_default_na=False,
-                skipinitialspace=True,
-                skip_blank_lines=False,  # keep line numbers right; blank rows are dropped later
-                encoding="utf-8-sig",
-                encoding_errors="replace",
-            )
+            with _open_text(path) as text:
+                frame = pd.read_csv(
+                    text,
+                    sep=sep,
+                    skiprows=header_index + 1,
+                    header=None,
+                    names=range(width + 1),  # one spare column catches a field past the header
+                    index_col=False,
+                    dtype=str,
+                    na_values=na_values,
+                    keep_default_na=False,
+                    skipinitialspace=True,
+                    skip_blank_lines=False,  # keeps line numbers right; blank rows go later
+                )
     except pd.errors.ParserWarning:
         raise DataError(
             f"{path.name}: line {first_line}: expected {width} fields as in the header, found more"
@@ -317,10 +360,15 @@ def _file_table(path: Path) -> _Table:
 
 def _find_header(path: Path) -> tuple[int, str, list[str]]:
     """The header's 0-based line index, the separator, and the header cells."""
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as file:
+    with _open_text(path) as file:
         head = [line.rstrip("\r\n") for line in itertools.islice(file, _MAX_HEADER_LINE)]
     if not any(line.strip() for line in head):
         raise DataError(f"{path.name}: the file is empty")
+    if any("\x00" in line for line in head):
+        raise DataError(
+            f"{path.name}: binary data, not a text CSV (an Excel workbook must be saved as CSV "
+            f"first; compressed files are read by their suffix: .gz, .bz2, .xz, .zip)"
+        )
     for index, line in enumerate(head):
         splits = {sep: _split_line(line, sep) for sep in _SEPARATORS}
         sep = max(_SEPARATORS, key=lambda s: _count_known(splits[s]))

@@ -1,7 +1,12 @@
 """load_market_data: the real files, every accepted layout, every refusal and every repair."""
 
+import bz2
+import gzip
+import io
+import lzma
 import time
 import warnings
+import zipfile
 
 import numpy as np
 import pandas as pd
@@ -289,6 +294,61 @@ def test_dataframe_read_back_with_an_unnamed_index_column(tmp_path):
     original.to_csv(tmp_path / "p.csv")
     market = load_quietly(pd.read_csv(tmp_path / "p.csv"))
     np.testing.assert_array_equal(market.timestamps, times("2021-01-04", "2021-01-05"))
+
+
+def zipped(text: bytes, *names: str) -> bytes:
+    """A zip archive holding `text` under each of `names`."""
+    path = io.BytesIO()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in names:
+            archive.writestr(name, text)
+    return path.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "pack"),
+    [
+        ("prices.csv.gz", gzip.compress),
+        ("prices.csv.bz2", bz2.compress),
+        ("prices.csv.xz", lzma.compress),
+        ("prices.zip", lambda text: zipped(text, "GOOGL.csv")),
+        ("prices.txt", lambda text: text.decode().encode("utf-16")),  # Excel's "Unicode text"
+    ],
+)
+def test_compressed_and_utf16_files_read_like_the_plain_one(tmp_path, name, pack):
+    banner_and_bars = ("exported by some tool\n" + GOOD).encode()
+    (tmp_path / name).write_bytes(pack(banner_and_bars))
+    market = load_quietly(tmp_path / name)
+    np.testing.assert_array_equal(market.timestamps, times(*DATES))
+    np.testing.assert_array_equal(market.close, [10.5, 11.0, 10.2])
+    bad = replace_cell(3, 2, "abc").encode()  # line numbers count the decompressed text
+    (tmp_path / name).write_bytes(pack(bad))
+    with pytest.raises(DataError, match=f"{name}: line 3, column 'High'"):
+        load_market_data(tmp_path / name)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "two.zip",
+            zipped(GOOD.encode(), "a.csv", "b.csv"),
+            "expected one file in the zip, found 2",
+        ),
+        ("broken.csv.gz", gzip.compress(GOOD.encode())[:30], "cannot read the .gz file: "),
+        ("book.xlsx", b"PK\x03\x04\x14\x00\x00\x00\x08\x00" * 20, "binary data, not a text CSV"),
+    ],
+)
+def test_unreadable_files_are_one_line_errors(tmp_path, name, content, message):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(DataError, match=message) as caught:
+        load_market_data(tmp_path / name)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_folder_is_not_a_file(tmp_path):
+    with pytest.raises(DataError, match="is a folder; expected a CSV file"):
+        load_market_data(tmp_path)
 
 
 # --- refusals ------------------------------------------------------------------------------------
