@@ -38,11 +38,11 @@ Refused with a `DataError` (one line: the file, the row and the column, expected
 A missing file, a folder, binary content (such as an Excel workbook), a damaged compressed file
 or a zip of several files, an empty file, no header line, missing required columns, two columns
 with the same meaning, rows with more fields than the header, a missing or non-numeric or
-non-finite value in open/high/low/close (or adjusted close with ``adjust=True``), a price <= 0, high below
-max(open, close), low above min(open, close), a non-numeric or negative volume, a missing or
-unparseable timestamp, duplicate timestamps, fewer than ``min_rows`` rows, and a missing or
-unknown ticker. "Missing" means empty, whitespace, or one of ``nan na n/a #n/a null none`` in any
-case (a ticker column keeps such words: ``NA`` can be a ticker).
+non-finite value in open/high/low/close (or adjusted close with ``adjust=True``), a price <= 0,
+high below max(open, close), low above min(open, close), a non-numeric or negative volume, a
+missing or unparseable timestamp, duplicate timestamps, fewer than ``min_rows`` rows, and a
+missing or unknown ticker. "Missing" means empty, whitespace, or one of ``nan na n/a #n/a null
+none`` in any case (a ticker column keeps such words: ``NA`` can be a ticker).
 
 Row numbers in messages are the line numbers an editor shows (the header is line 1 when there is
 no banner); for a DataFrame they are its index labels.
