@@ -303,16 +303,19 @@ def _open_text(path: Path) -> io.TextIOWrapper:
     """
     suffix = path.suffix.lower()
     if suffix == ".zip":
-        archive = zipfile.ZipFile(path)
-        members = [name for name in archive.namelist() if not name.endswith("/")]
-        if len(members) != 1:
-            raise DataError(f"{path.name}: expected one file in the zip, found {len(members)}")
-        binary = archive.open(members[0])
-        archive.close()  # the member stays readable: the archive's file closes with it
+        with zipfile.ZipFile(path) as archive:
+            members = [name for name in archive.namelist() if not name.endswith("/")]
+            if len(members) != 1:
+                raise DataError(f"{path.name}: expected one file in the zip, found {len(members)}")
+            binary = archive.open(members[0])  # stays readable after the archive is closed
     else:
         binary = _DECOMPRESS.get(suffix, open)(path, "rb")
-    bom = binary.read(2)
-    binary.seek(0)
+    try:
+        bom = binary.read(2)
+        binary.seek(0)
+    except BaseException:
+        binary.close()
+        raise
     encoding = "utf-16" if bom in _UTF16_BOMS else "utf-8-sig"
     return io.TextIOWrapper(binary, encoding=encoding, errors="replace", newline="")
 
