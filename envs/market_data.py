@@ -32,6 +32,8 @@ Repaired, each with one warning that counts the rows
 ----------------------------------------------------
 * A missing volume value is set to 0 (a file without a volume column gets zero volume, silently).
 * A row with every field missing (a blank line, or separators only) is dropped.
+* A row with a timestamp but none of open, high, low and close (Yahoo's ``null`` rows) is
+  dropped; a row missing only some of them is refused.
 
 Refused with a `DataError` (one line: the file, the row and the column, expected and found)
 --------------------------------------------------------------------------------------------
@@ -215,6 +217,7 @@ def load_market_data(
     columns = _map_columns(table, adjust)
     table = _drop_empty_rows(table, notes)
     table, ticker = _select_ticker(table, columns.get("ticker"), ticker)
+    table = _drop_rows_without_prices(table, columns, notes)
     _check_row_count(table.name, len(table), min_rows)
     timestamps = _parse_timestamps(table, columns["time"], notes)
     open_, high, low, close = (_parse_prices(table, columns[name][0]) for name in PRICE_FIELDS)
@@ -467,16 +470,35 @@ def _map_columns(table: _Table, adjust: bool) -> dict[str, list[int]]:
 
 def _drop_empty_rows(table: _Table, notes: list[str]) -> _Table:
     """Drop rows whose every cell is missing, noting how many."""
-    candidates = np.flatnonzero(table.frame[0].isna())
-    if len(candidates) == 0:
+    empty = np.zeros(len(table), dtype=bool)
+    candidates = np.flatnonzero(table.frame[0].isna())  # only these can be empty
+    empty[candidates] = table.frame.iloc[candidates].isna().all(axis=1).to_numpy()
+    return _drop_rows(table, empty, "empty row", notes)
+
+
+def _drop_rows_without_prices(
+    table: _Table, columns: dict[str, list[int]], notes: list[str]
+) -> _Table:
+    """Drop rows with none of open, high, low and close (Yahoo's "null" days), noting how many.
+
+    A row with only some of the four missing is left for `_parse_prices` to refuse.
+    """
+    missing = [_missing_text(table.frame[columns[name][0]]).to_numpy() for name in PRICE_FIELDS]
+    return _drop_rows(table, np.logical_and.reduce(missing), "row without prices", notes)
+
+
+def _drop_rows(table: _Table, rows: np.ndarray, what: str, notes: list[str]) -> _Table:
+    """The table without `rows` (a boolean mask); a note counts them and names the first.
+
+    `what` names one such row ("empty row"); the note makes it plural as needed.
+    """
+    n = int(rows.sum())
+    if n == 0:
         return table
-    empty = candidates[table.frame.iloc[candidates].isna().all(axis=1).to_numpy()]
-    if len(empty) == 0:
-        return table
-    notes.append(f"{table.name}: {len(empty)} empty rows dropped (first: {table.row(empty[0])})")
-    keep = np.ones(len(table), dtype=bool)
-    keep[empty] = False
-    return table.take(keep)
+    first = table.row(int(np.flatnonzero(rows)[0]))
+    label = what if n == 1 else what.replace("row", "rows", 1)
+    notes.append(f"{table.name}: {n} {label} dropped (first: {first})")
+    return table.take(~rows)
 
 
 def _select_ticker(

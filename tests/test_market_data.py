@@ -499,6 +499,16 @@ def test_empty_rows_dropped_with_one_warning_and_lines_still_right(write_csv):
     assert len(got) == 1
 
 
+def test_rows_without_any_price_dropped_with_one_warning(write_csv):
+    text = GOOD.replace("2021-01-05,", "2021-01-04T12:00,null,,NaN,null,0\n2021-01-05,")
+    with pytest.warns(UserWarning, match=r"1 row without prices dropped \(first: line 3\)"):
+        market = load_market_data(write_csv(text))
+    np.testing.assert_array_equal(market.timestamps, times(*DATES))
+    partial = GOOD.replace("2021-01-05,10.5,", "2021-01-05,null,")
+    with pytest.raises(DataError, match=r"line 3, column 'Open': expected a price"):
+        load_market_data(write_csv(partial))
+
+
 def test_trailing_separators_are_not_extra_fields(write_csv):
     text = GOOD.replace("\n2", ",\n2").replace("900\n", "900,\n")
     np.testing.assert_array_equal(load_quietly(write_csv(text)).close, [10.5, 11.0, 10.2])
