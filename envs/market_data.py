@@ -22,6 +22,10 @@ Recognised input
   convention and others month-first, with a warning that says so.
 * Files plain or compressed, by suffix: ``.gz``, ``.bz2``, ``.xz``, or a ``.zip`` of one file;
   UTF-8 (with or without a byte-order mark) or UTF-16 with one (Excel's "Unicode text").
+* Numbers with a decimal point or a decimal comma, with or without thousands separators
+  (``1,234.5``, ``1.234,5``, ``12,5``): the decimal mark is read from the file's numbers
+  (`_decimal_mark`). A file whose only commas sit in cells like ``1,234`` is refused: it does
+  not say which the comma is.
 * Separators ``,`` ``;`` and tab, found from the header line. Banner lines above the header are
   skipped: the header is the first of the first 20 lines that names at least two known columns.
 * Rows in any time order: they are sorted by timestamp (files are often newest first).
@@ -219,6 +223,10 @@ def load_market_data(
     table, ticker = _select_ticker(table, columns.get("ticker"), ticker)
     table = _drop_rows_without_prices(table, columns, notes)
     _check_row_count(table.name, len(table), min_rows)
+    numeric = [
+        columns[name][0] for name in (*PRICE_FIELDS, "adj_close", "volume") if name in columns
+    ]
+    table = _plain_numbers(table, numeric)
     timestamps = _parse_timestamps(table, columns["time"], notes)
     open_, high, low, close = (_parse_prices(table, columns[name][0]) for name in PRICE_FIELDS)
     _check_bars(table, columns, open_, high, low, close)
@@ -483,7 +491,7 @@ def _drop_rows_without_prices(
 
     A row with only some of the four missing is left for `_parse_prices` to refuse.
     """
-    missing = [_missing_text(table.frame[columns[name][0]]).to_numpy() for name in PRICE_FIELDS]
+    missing = [table.frame[columns[name][0]].isna().to_numpy() for name in PRICE_FIELDS]
     return _drop_rows(table, np.logical_and.reduce(missing), "row without prices", notes)
 
 
@@ -552,6 +560,55 @@ def _missing_text(values: pd.Series, words: tuple[str, ...] | None = None) -> pd
 
 def _quote(value: object) -> str:
     return "an empty value" if pd.isna(value) else f"'{value}'"
+
+
+def _plain_numbers(table: _Table, columns: list[int]) -> _Table:
+    """Numbers written with a decimal comma or thousands separators, rewritten as plain ones.
+
+    The decimal mark is read from the file's numbers (`_decimal_mark`); the other of ',' and '.'
+    is then the thousands separator. Only text cells of that shape change (``1.234,5``,
+    ``12,5``, ``1,234.5``); any other cell is left for `_parse_numbers` to refuse as it is.
+    """
+    text = {c: table.frame[c].astype(str).str.strip() for c in columns}
+    odd = {c: t.str.contains(",", regex=False) & table.frame[c].notna() for c, t in text.items()}
+    if not any(mask.any() for mask in odd.values()):  # plain numbers: the usual case
+        return table
+    decimal = _decimal_mark(table, text, odd)
+    thousands = "." if decimal == "," else ","
+    t, d = re.escape(thousands), re.escape(decimal)
+    shape = rf"[+-]?(\d{{1,3}}({t}\d{{3}})+|\d+)({d}\d*)?"
+    frame = table.frame.copy()
+    for c, cells in text.items():
+        fits = cells.str.fullmatch(shape) & table.frame[c].notna()
+        plain = cells.str.replace(thousands, "", regex=False).str.replace(decimal, ".", regex=False)
+        frame[c] = table.frame[c].where(~fits, plain)
+    return replace(table, frame=frame)
+
+
+def _decimal_mark(table: _Table, text: dict[int, pd.Series], odd: dict[int, pd.Series]) -> str:
+    """',' or '.', from the cells holding a comma (`odd`), of the text of the number columns.
+
+    A cell with both marks shows it: the later one (``1.234,5``, ``1,234.5``). Otherwise a comma
+    not followed by exactly three digits is a decimal comma (``12,5``), and several commas in
+    one number are thousands separators (``1,234,567``). With only cells like ``1,234`` the
+    file does not say, and that is a `DataError`.
+    """
+    commas = pd.concat([text[c][mask] for c, mask in odd.items()])
+    both = commas[commas.str.contains(".", regex=False)]
+    if len(both):
+        first = both.iloc[0]
+        return "." if first.rfind(".") > first.rfind(",") else ","
+    if not commas.str.fullmatch(r"[+-]?\d{1,3}(,\d{3})+").all():
+        return ","
+    if (commas.str.count(",") > 1).any():
+        return "."
+    column = next(c for c, mask in odd.items() if mask.any())
+    raise table.cell_error(
+        odd[column].to_numpy(),
+        column,
+        "a number whose ',' the file makes clear: a thousands separator (1,234.5 or 1,234,567 "
+        "elsewhere) or a decimal comma (12,5 elsewhere)",
+    )
 
 
 def _parse_numbers(table: _Table, column: int) -> tuple[np.ndarray, np.ndarray]:

@@ -249,6 +249,36 @@ def test_accepted_layouts(write_csv, layout):
 
 
 @pytest.mark.parametrize(
+    ("text", "opens", "volumes"),
+    [
+        (  # a European spreadsheet: decimal commas, dots between thousands
+            "Date;Open;High;Low;Close;Volume\n"
+            "2021-01-04;1.010,5;1.100;950,5;1.050,25;1.234\n"
+            "2021-01-05;1.050;1.100,75;1.000;1.075;12.345.678\n",
+            [1010.5, 1050.0],
+            [1234.0, 12345678.0],
+        ),
+        (  # decimal commas only: 12,5 shows the comma is no thousands separator
+            "Date;Open;High;Low;Close\n2021-01-04;12,5;13;12;12,75\n2021-01-05;12,75;13,1;12,5;13\n",
+            [12.5, 12.75],
+            [0.0, 0.0],
+        ),
+        (  # US thousands separators in quoted cells
+            'Date,Open,High,Low,Close,Volume\n2021-01-04,"1,010.50","1,100.00",950.5,"1,050.25",'
+            '"1,234"\n2021-01-05,"1,050","1,100.75","1,000","1,075","12,345,678"\n',
+            [1010.5, 1050.0],
+            [1234.0, 12345678.0],
+        ),
+    ],
+    ids=["decimal_comma_and_thousands_dots", "decimal_comma", "thousands_commas"],
+)
+def test_number_formats_are_read_from_the_file(write_csv, text, opens, volumes):
+    market = load_quietly(write_csv(text))
+    np.testing.assert_array_equal(market.open, opens)
+    np.testing.assert_array_equal(market.volume, volumes)
+
+
+@pytest.mark.parametrize(
     ("stamps", "expected"),
     [
         (["01/02/2021", "01/03/2021", "01/04/2021"], ["2021-01-02", "2021-01-03", "2021-01-04"]),
@@ -369,6 +399,14 @@ REFUSED = {
         ["line 3", "column 'Open'", "a finite number", "'abc'"],
     ),
     "infinite": (replace_cell(2, 4, "inf"), ["line 2", "column 'Close'", "'inf'"]),
+    "comma_could_be_either": (
+        "Date;Open;High;Low;Close\n2021-01-04;1,234;1,300;1,200;1,250\n2021-01-05;1;1;1;1\n",
+        ["line 2", "column 'Open'", "thousands separator", "decimal comma", "'1,234'"],
+    ),
+    "number_of_no_known_shape": (
+        "Date;Open;High;Low;Close\n2021-01-04;12,5;13;12;1,2,3\n2021-01-05;1;1;1;1\n",
+        ["line 2", "column 'Close'", "a finite number", "'1,2,3'"],
+    ),
     "empty_price": (replace_cell(4, 4, ""), ["line 4", "column 'Close'", "an empty value"]),
     "nan_price": (replace_cell(2, 2, "NaN"), ["line 2", "column 'High'", "an empty value"]),
     "zero_price": (replace_cell(3, 3, "0"), ["line 3", "column 'Low'", "price > 0", "'0'"]),
