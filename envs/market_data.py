@@ -7,10 +7,11 @@ Recognised input
 * Column names in any case, ignoring spaces, underscores and punctuation, with common aliases
   (`_ALIASES`): the timestamp from ``Date``, ``Time``, ``Timestamp``, ``Datetime``,
   ``Date Time``, ``Gmt time``, ``unix`` (or separate ``Date`` and ``Time`` columns, joined);
-  ``Open``/``o``, ``High``/``h``, ``Low``/``l``, ``Close``/``c``; ``Adj Close``/``adj_close``/
-  ``adjusted close``; ``Volume``/``Vol``/``v``; ``Ticker``/``Symbol``/``Name``. Without a
-  timestamp name, an unnamed first column is the timestamp; for a DataFrame, so is a
-  `DatetimeIndex` or an index named like a timestamp column. Other columns are ignored.
+  ``Open``/``o``, ``High``/``h``, ``Low``/``l``, ``Close``/``c`` (or, without one, ``Price`` or
+  ``Last``); ``Adj Close``/``adj_close``/``adjusted close``; ``Volume``/``Vol``/``v``;
+  ``Ticker``/``Symbol``/``Name``. Without a timestamp name, an unnamed first column is the
+  timestamp; for a DataFrame, so is a `DatetimeIndex` or an index named like a timestamp column.
+  Other columns are ignored.
 * Timestamps: ISO 8601 with or without a time and a zone; day-first (``31.12.2018 22:00:00.000``,
   ``31/12/2018``); month-first (``12/31/2018``); other shapes pandas can name one format for
   (``Jan 4, 1999``), always with a four-digit year; compact ``20181231`` (eight digits are a date,
@@ -34,7 +35,8 @@ Recognised input
 
 Repaired, each with one warning that counts the rows
 ----------------------------------------------------
-* A missing volume value is set to 0 (a file without a volume column gets zero volume, silently).
+* A missing volume value (or ``-``) is set to 0 (a file without a volume column gets zero
+  volume, silently). Volumes may end in K, M or B (``1.88M``).
 * A row with every field missing (a blank line, or separators only) is dropped.
 * A row with a timestamp but none of open, high, low and close (Yahoo's ``null`` rows) is
   dropped; a row missing only some of them is refused.
@@ -91,6 +93,8 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "ticker": ("ticker", "symbol", "name"),
 }
 _FIELD_OF = {alias: name for name, aliases in _ALIASES.items() for alias in aliases}
+_CLOSE_FALLBACKS = ("price", "last")  # the close when no column is named like one (investing.com)
+_VOLUME_UNITS = {"k": 1e3, "m": 1e6, "b": 1e9}  # 1.88M: volume in thousands, millions, billions
 _REQUIRED_NAMES = {
     "time": "timestamp (Date, Time, Timestamp, unix ...)",
     "adj_close": "Adj Close (adjust=True needs it)",
@@ -458,6 +462,11 @@ def _map_columns(table: _Table, adjust: bool) -> dict[str, list[int]]:
             columns.setdefault(field, []).append(position)
     if "time" not in columns and table.header and _normalise(table.header[0]) in _UNNAMED:
         columns["time"] = [0]
+    if "close" not in columns:  # no Close column: a Price or Last column is the close
+        names = [_normalise(name) for name in table.header]
+        fallback = next((names.index(name) for name in _CLOSE_FALLBACKS if name in names), None)
+        if fallback is not None:
+            columns["close"] = [fallback]
     required = ["time", *PRICE_FIELDS, *(["adj_close"] if adjust else [])]
     missing = [_REQUIRED_NAMES.get(field, field) for field in required if field not in columns]
     if missing:
@@ -633,13 +642,26 @@ def _parse_prices(table: _Table, column: int) -> np.ndarray:
 
 
 def _parse_volume(table: _Table, positions: list[int] | None, notes: list[str]) -> np.ndarray:
-    """Volume, zeros without a column; missing values become 0 with a note."""
+    """Volume, zeros without a column; missing values (and "-") become 0 with a note.
+
+    A value may end in K, M or B (thousands, millions, billions: ``1.88M``).
+    """
     if positions is None:
         return np.zeros(len(table))
+    raw = table.frame[positions[0]]
+    odd = raw[pd.to_numeric(raw, errors="coerce").isna() & raw.notna()].astype(str).str.strip()
+    if len(odd):  # only these can carry a unit or be "-"
+        parts = odd.str.extract(r"^([+-]?\d+(?:\.\d*)?)([kKmMbB])$")  # number, unit
+        scaled = pd.to_numeric(parts[0]) * parts[1].str.lower().map(_VOLUME_UNITS)
+        frame = table.frame.copy()
+        frame.loc[scaled.index, positions[0]] = odd.where(scaled.isna(), scaled.astype(str))
+        frame.loc[odd.index[odd == "-"], positions[0]] = np.nan
+        table = replace(table, frame=frame)
     values, missing = _parse_numbers(table, positions[0])
     if missing.any():
+        n = int(missing.sum())
         notes.append(
-            f"{table.name}: {missing.sum()} rows with missing volume set to 0 "
+            f"{table.name}: {n} {'row' if n == 1 else 'rows'} with missing volume set to 0 "
             f"(first: {table.row(np.flatnonzero(missing)[0])})"
         )
         values[missing] = 0.0

@@ -547,6 +547,24 @@ def test_rows_without_any_price_dropped_with_one_warning(write_csv):
         load_market_data(write_csv(partial))
 
 
+def test_an_investing_com_export(write_csv):
+    text = """"Date","Price","Open","High","Low","Vol.","Change %"
+"Jan 06, 2021","1,020.20","1,080.00","1,100.00","1,010.00","1.5M","-5.27%"
+"Jan 05, 2021","1,077.00","1,050.00","1,090.50","1,040.00","-","2.52%"
+"Jan 04, 2021","1,050.50","1,010.00","1,060.00","1,000.00","850.25K","0.40%"
+"""
+    with pytest.warns(UserWarning, match=r"1 row with missing volume set to 0 \(first: line 3\)"):
+        market = load_market_data(write_csv(text))
+    np.testing.assert_array_equal(market.timestamps, times(*DATES))
+    np.testing.assert_array_equal(market.close, [1050.5, 1077.0, 1020.2])  # "Price" is the close
+    np.testing.assert_array_equal(market.volume, [850250.0, 0.0, 1.5e6])
+
+
+def test_a_close_column_wins_over_price(write_csv):
+    text = GOOD.replace("Volume", "Price").replace(",1000\n", ",99\n")
+    np.testing.assert_array_equal(load_quietly(write_csv(text)).close, [10.5, 11.0, 10.2])
+
+
 def test_trailing_separators_are_not_extra_fields(write_csv):
     text = GOOD.replace("\n2", ",\n2").replace("900\n", "900,\n")
     np.testing.assert_array_equal(load_quietly(write_csv(text)).close, [10.5, 11.0, 10.2])
