@@ -16,7 +16,7 @@ from training.config import load_config
 from training.metrics import compute_metrics, trades_from_record
 from training.rollout import record_episode
 from training.run_dir import RunDir
-from training.train import main
+from training.train import main, parse_args, resolve_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,6 +121,16 @@ def test_user_mistakes_exit_2_with_one_line_and_no_traceback(args, message, tmp_
     assert code == 2
     assert message in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_data_on_the_command_line_is_found_from_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = resolve_config(
+        parse_args(["--config", str(REPO / "configs/smoke.yaml"), "--data", "x.csv"])
+    )
+    assert cfg.data.resolved_path() == tmp_path / "x.csv"
+    default = resolve_config(parse_args([]))  # the default config's data is in the repo
+    assert default.data.resolved_path() == REPO / "data" / "gymanytrading_GOOGL_daily.csv"
 
 
 def alternating_market(n: int, seed: int) -> pd.DataFrame:

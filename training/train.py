@@ -68,8 +68,8 @@ def resolve_config(args: argparse.Namespace) -> RunConfig:
     overrides = list(args.overrides)
     if args.resume is not None:  # the run's own config; --set may extend it (total_timesteps)
         return load_config(RunDir(args.resume).config, overrides)
-    if args.data:
-        overrides.append(f"data.path={args.data}")
+    if args.data:  # from the current folder (a config file's data.path is from the repo root)
+        overrides.append(f"data.path={Path(args.data).expanduser().absolute()}")
     if args.ticker:
         overrides.append(f"data.ticker={args.ticker}")
     if args.run_dir:
