@@ -1,10 +1,14 @@
-"""`training.cli.reports_user_errors`: a reader that stops early ends the command quietly."""
+"""`training.cli.reports_user_errors`: a reader that stops early, or Ctrl-C, ends the command
+quietly."""
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from training.cli import BROKEN_PIPE_STATUS
+from training.cli import BROKEN_PIPE_STATUS, INTERRUPTED_STATUS
+from training.run_dir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 PRINTS_A_LOT = """
@@ -33,3 +37,25 @@ def test_a_closed_pipe_ends_the_command_without_a_traceback():
     stderr = process.stderr.read()
     assert process.wait(timeout=60) == BROKEN_PIPE_STATUS
     assert stderr == ""
+
+
+def test_ctrl_c_stops_training_with_a_resume_hint_and_no_traceback(tmp_path):
+    run = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "training.train", "--config", "configs/smoke.yaml",
+         "--run-dir", str(run), "--set", "train.total_timesteps=1000000"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while RunDir(run).latest_checkpoint() is None and process.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == INTERRUPTED_STATUS
+    assert "Traceback" not in stderr
+    assert f"continue with: python -m training.train --resume {run}" in stderr
+    assert "newest checkpoint" in stderr

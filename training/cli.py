@@ -1,7 +1,8 @@
 """What every command-line entry point shares: a user's mistake is one line and exit status 2.
 
 Output piped into a reader that stops early (``| head``) ends the command quietly, with the
-status a shell gives a process stopped by SIGPIPE (141), instead of a BrokenPipeError traceback.
+status a shell gives a process stopped by SIGPIPE (141), instead of a BrokenPipeError traceback;
+Ctrl-C ends it with one line and the status of SIGINT (130).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from training.config import ConfigError
 
 Main = Callable[[Sequence[str] | None], int]
 BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, as a shell reports it
+INTERRUPTED_STATUS = 130  # 128 + SIGINT
 
 
 def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
     """Decorate `main(argv) -> int`: config, data, file-not-found and `extra` errors print
     `error: <message>` on stderr, with no traceback, and return 2; a closed stdout returns
-    `BROKEN_PIPE_STATUS` (module doc)."""
+    `BROKEN_PIPE_STATUS` and Ctrl-C `INTERRUPTED_STATUS` (module doc)."""
 
     def decorate(main: Main) -> Main:
         @functools.wraps(main)
@@ -39,6 +41,9 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
                 # exit does not raise again.
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                 return BROKEN_PIPE_STATUS
+            except KeyboardInterrupt:
+                print("\ninterrupted", file=sys.stderr)
+                return INTERRUPTED_STATUS
             return 2
 
         return wrapped

@@ -29,7 +29,7 @@ from training.callbacks import (
     ValidationCallback,
     flatten,
 )
-from training.cli import reports_user_errors
+from training.cli import INTERRUPTED_STATUS, reports_user_errors
 from training.config import (
     REPO_ROOT,
     RunConfig,
@@ -219,7 +219,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     cfg = resolve_config(args)
     run = make_run_dir(cfg, args.resume)
-    outputs = train(cfg, run, resume=args.resume is not None)
+    try:
+        outputs = train(cfg, run, resume=args.resume is not None)
+    except KeyboardInterrupt:
+        checkpoint = run.latest_checkpoint()
+        saved = f"newest checkpoint {checkpoint}" if checkpoint else "no checkpoint yet"
+        print(
+            f"\ninterrupted ({saved}); continue with: python -m training.train --resume {run.root}",
+            file=sys.stderr,
+        )
+        return INTERRUPTED_STATUS
     width = max(len(name) for name in outputs)
     print(f"\nrun finished: {run.root}")
     for name, path in outputs.items():
