@@ -110,7 +110,31 @@ class TradingMonitor(BaseCallback):
         self._episodes.clear()
 
 
-class ValidationCallback(BaseCallback):
+class PeriodicCallback(BaseCallback):
+    """A callback with work due at each multiple of `every` timesteps, also after a resume."""
+
+    def __init__(self, every: int) -> None:
+        super().__init__()
+        if every < 1:
+            raise ValueError(f"every must be >= 1 timestep, got {every}")
+        self.every = every
+        self._next = every
+
+    def _init_callback(self) -> None:
+        self._next = (self.num_timesteps // self.every + 1) * self.every
+
+    def _due(self) -> bool:
+        """True once each time the timestep count reaches the next multiple of `every`."""
+        if self.num_timesteps < self._next:
+            return False
+        self._next = (self.num_timesteps // self.every + 1) * self.every
+        return True
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class ValidationCallback(PeriodicCallback):
     """Every `every` timesteps, backtest the deterministic policy on the validation range.
 
     The backtest is `FastPolicy.record_episode` (the actions of ``model.predict(obs,
@@ -120,24 +144,21 @@ class ValidationCallback(BaseCallback):
     """
 
     def __init__(self, env: TradingEnv, run: RunDir, every: int) -> None:
-        super().__init__()
+        super().__init__(every)
         self.env = env
         self.run = run
-        self.every = every
         self.best_sharpe = -np.inf
         self.history: list[dict[str, float]] = []
-        self._next = every
 
     def _init_callback(self) -> None:
-        self._next = (self.num_timesteps // self.every + 1) * self.every
+        super()._init_callback()
         if self.run.validation_history.exists():
             self.history = json.loads(self.run.validation_history.read_text())
             sharpes = [h["sharpe"] for h in self.history if h.get("sharpe") is not None]
             self.best_sharpe = max(sharpes, default=-np.inf)
 
     def _on_step(self) -> bool:
-        if self.num_timesteps >= self._next:
-            self._next += self.every
+        if self._due():
             self.evaluate()
         return True
 
@@ -156,21 +177,15 @@ class ValidationCallback(BaseCallback):
         return metrics
 
 
-class AtomicCheckpoint(BaseCallback):
+class AtomicCheckpoint(PeriodicCallback):
     """Saves `checkpoints/checkpoint_<timesteps>_steps.zip` every `every` timesteps, atomically."""
 
     def __init__(self, run: RunDir, every: int) -> None:
-        super().__init__()
+        super().__init__(every)
         self.run = run
-        self.every = every
-        self._next = every
-
-    def _init_callback(self) -> None:
-        self._next = (self.num_timesteps // self.every + 1) * self.every
 
     def _on_step(self) -> bool:
-        if self.num_timesteps >= self._next:
-            self._next += self.every
+        if self._due():
             save_model_atomic(self.model, self.run.checkpoint(self.num_timesteps))
         return True
 

@@ -45,11 +45,11 @@ from typing import Literal
 import numpy as np
 import torch
 from stable_baselines3 import PPO
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Image
 
 from agent import HEAD_NAMES, MultiHeadPolicy
 from envs import TradingEnv
+from training.callbacks import PeriodicCallback
 from training.head_plots import figure_array, importance_figure
 
 TARGETS = (*HEAD_NAMES, "value", "ppo_loss")  # what each importance is measured on
@@ -298,7 +298,7 @@ def batch_from_rollout(buffer: object, size: int, rng: np.random.Generator) -> I
     return everything.subset(rng.choice(n, min(n, size), replace=False))
 
 
-class HeadImportanceCallback(BaseCallback):
+class HeadImportanceCallback(PeriodicCallback):
     """Every `every` timesteps, logs each head's importance on the rollout just collected.
 
     Scalars ``attention/importance/<target>/layer<l>_head<h>`` (l, h from 0, as in
@@ -309,24 +309,13 @@ class HeadImportanceCallback(BaseCallback):
     """
 
     def __init__(self, every: int, sample_size: int = 1024, image: bool = True) -> None:
-        super().__init__()
-        if every < 1:
-            raise ValueError(f"every must be >= 1 timestep, got {every}")
-        self.every = every
+        super().__init__(every)
         self.sample_size = sample_size
         self.image = image
-        self._next = every
-
-    def _init_callback(self) -> None:
-        self._next = (self.num_timesteps // self.every + 1) * self.every
-
-    def _on_step(self) -> bool:
-        return True
 
     def _on_rollout_end(self) -> None:
-        if self.num_timesteps < self._next:
+        if not self._due():
             return
-        self._next = (self.num_timesteps // self.every + 1) * self.every
         rng = np.random.default_rng(self.num_timesteps)
         batch = batch_from_rollout(self.model.rollout_buffer, self.sample_size, rng)
         importance = head_importance(
