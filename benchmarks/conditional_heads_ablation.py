@@ -51,8 +51,9 @@ from stable_baselines3.common.vec_env import VecMonitor
 
 from envs import BatchedTradingEnv, MarketData, TradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
-from envs.splits import Splits, chronological_split
+from envs.splits import Splits
 from training.config import RunConfig, add_config_arguments, load_config
+from training.data import load_run_market, split_run_market
 from training.head_pruning import agent_metrics
 from training.run_dir import RunDir
 from training.train import build_model
@@ -93,12 +94,7 @@ def synthetic_frame(n_bars: int, amplitude: float, noise: float, seed: int = 0) 
 def load_dataset(name: str, cfg: RunConfig, args: argparse.Namespace) -> MarketData:
     """The bars of dataset `name` ('googl' or 'synthetic')."""
     if name == "googl":
-        return load_market_data(
-            cfg.data.resolved_path(),
-            ticker=cfg.data.ticker,
-            adjust=cfg.data.adjust,
-            min_rows=cfg.env.window + 1,
-        )
+        return load_run_market(cfg)
     frame = synthetic_frame(args.synthetic_bars, args.amplitude, args.noise)
     return load_market_data(frame, ticker="SYNTH")
 
@@ -108,17 +104,6 @@ def warm_up(market: MarketData, splits: Splits, cfg: RunConfig) -> None:
     env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=splits.train)
     env.reset()
     env.step(np.zeros((cfg.ppo.n_envs, 3), dtype=np.int64))
-
-
-def split(market: MarketData, cfg: RunConfig) -> Splits:
-    """Chronological train / validation / test ranges, as `training.train` makes them."""
-    return chronological_split(
-        market,
-        validation=cfg.data.validation,
-        test=cfg.data.test,
-        validation_start=cfg.data.validation_start,
-        test_start=cfg.data.test_start,
-    )
 
 
 # --- one run ----------------------------------------------------------------------------------
@@ -267,7 +252,7 @@ def main() -> None:
     rows = []
     for dataset in args.datasets:
         market = load_dataset(dataset, base, args)
-        splits = split(market, base)
+        splits = split_run_market(market, base.data)
         warm_up(market, splits, base)
         print(
             f"\n{dataset}: {len(market)} bars; train {len(splits.train)}, "

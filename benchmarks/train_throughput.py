@@ -80,10 +80,10 @@ from torch.utils.flop_counter import (
 
 from agent.config import TrunkConfig
 from agent.trunk import AttentionTrunk
-from envs import BatchedTradingEnv, load_market_data
+from envs import BatchedTradingEnv
 from envs.features import FEATURE_NAMES
-from envs.splits import chronological_split
 from training.config import RunConfig, add_config_arguments, load_config
+from training.data import load_run_market, split_run_market
 from training.run_dir import RunDir
 from training.train import build_model
 
@@ -191,17 +191,8 @@ class PPOTiming:
 
 def make_train_env(cfg: RunConfig) -> VecMonitor:
     """The training env of `training.train`: batched accounts over the train split."""
-    data = cfg.data
-    market = load_market_data(
-        data.resolved_path(), ticker=data.ticker, adjust=data.adjust, min_rows=cfg.env.window + 1
-    )
-    splits = chronological_split(
-        market,
-        validation=data.validation,
-        test=data.test,
-        validation_start=data.validation_start,
-        test_start=data.test_start,
-    )
+    market = load_run_market(cfg)
+    splits = split_run_market(market, cfg.data)
     env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=splits.train)
     env.seed(cfg.train.seed)
     return VecMonitor(env)

@@ -90,8 +90,7 @@ def record_from_arrays(
     """
     closes = core.ohlc[bars, 3]  # [n + 1]
     _, qty, equity = accounts.T  # each [n + 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        exposure = np.where(equity > 0, qty * closes / np.where(equity > 0, equity, 1.0), 0.0)
+    exposure = np.where(equity > 0, qty * closes / np.where(equity > 0, equity, 1.0), 0.0)
     names = np.asarray(core.config.direction_names, dtype=object)
 
     def column(values: np.ndarray, start: object) -> np.ndarray:
