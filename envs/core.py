@@ -163,7 +163,14 @@ class TradingCore:
             accounts.observation,
         )
 
-    def market_window(self, bar: int) -> np.ndarray:
+    def observation(self, accounts: Accounts, i: int) -> dict[str, np.ndarray]:
+        """Account i's observation at its current bar, as fresh arrays (callers may keep it)."""
+        return {
+            "market": self.market_window(accounts.bars[i]),  # [W, F]
+            "account": accounts.observation[i].copy(),  # [N_ACCOUNT]
+        }
+
+    def market_window(self, bar: int | np.integer) -> np.ndarray:
         """A fresh copy of the feature window [W, F] that ends at `bar`."""
         return self.features[bar - self.config.window + 1 : bar + 1].copy()
 

@@ -105,7 +105,7 @@ class TradingEnv(gym.Env):
             "bar": start,
             "equity": self._accounts.state[0, ex.EQUITY],
         }
-        return self._observation(start), info
+        return self.core.observation(self._accounts, 0), info
 
     def step(
         self, action: np.ndarray
@@ -130,11 +130,7 @@ class TradingEnv(gym.Env):
             info["episode_trading"] = core.episode_summary(accounts, 0)
             self._needs_reset = True
         reward = accounts.out[0, ex.REWARD].item()
-        return self._observation(info["bar"]), reward, terminated, truncated, info
-
-    def _observation(self, bar: int) -> dict[str, np.ndarray]:
-        account = self._accounts.observation[0].copy()
-        return {"market": self.core.market_window(bar), "account": account}
+        return core.observation(accounts, 0), reward, terminated, truncated, info
 
     @property
     def equity(self) -> float:

@@ -137,8 +137,7 @@ class FastPolicy:
             if finished:
                 break
             self.fallbacks += 1
-            bar = int(accounts.bars[0])
-            obs = {"market": core.market_window(bar), "account": accounts.observation[0].copy()}
+            obs = core.observation(accounts, 0)
             forced[:] = self.policy.predict(obs, deterministic=True)[0]
         return record_from_arrays(
             core, bar_log[: step + 1], actions[:step], outcomes[:step], account_log[: step + 1]
