@@ -55,7 +55,7 @@ def test_ctrl_c_stops_training_with_a_resume_hint_and_no_traceback(tmp_path):
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)  # what Ctrl-C sends
     stderr = process.stderr.read()
-    assert process.wait(timeout=60) == INTERRUPTED_STATUS
+    assert process.wait(timeout=60) == INTERRUPTED_STATUS, stderr
     assert "Traceback" not in stderr
     assert f"continue with: python -m training.train --resume {run}" in stderr
     assert "newest checkpoint" in stderr

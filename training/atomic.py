@@ -1,14 +1,19 @@
 """Atomic file writes: a temporary file in the same folder, then `os.replace`.
 
-A run killed at any moment leaves either the old file or the new one, never half of one.
+A run killed at any moment leaves either the old file or the new one, never half of one. Ctrl-C
+during a write waits for the file to land: the KeyboardInterrupt is raised once it is in place
+(torch's zip writer, interrupted halfway, fails with a RuntimeError instead of stopping cleanly).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,20 +22,47 @@ os.umask(_UMASK)
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
-    """Write `path` by calling `write(file)` on a temporary file, then renaming it into place."""
+    """Write `path` by calling `write(file)` on a temporary file, then renaming it into place.
+
+    Ctrl-C in the meantime is held back until the file is in place (module doc).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes files private (0600); honour the umask
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _ctrl_c_held_back():
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                write(file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes files private (0600); honour the umask
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path
+
+
+@contextlib.contextmanager
+def _ctrl_c_held_back() -> Iterator[None]:
+    """Record SIGINT instead of raising it inside the block, then raise KeyboardInterrupt after.
+
+    Only Python's default handler on the main thread is replaced: signal handlers can only be
+    set there, and a program that installed its own handler keeps it.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if received:
+        raise KeyboardInterrupt
 
 
 def write_text_atomic(path: Path, text: str) -> Path:
