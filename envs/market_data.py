@@ -164,6 +164,11 @@ class MarketData:
         part = {name: getattr(self, name)[start:stop] for name in _ARRAY_FIELDS}
         return MarketData(source=self.source, ticker=self.ticker, **part)
 
+    @functools.cached_property
+    def daily(self) -> bool:
+        """Whether every bar is stamped at midnight: daily (or longer) bars, labelled by date."""
+        return _all_at_midnight(self.timestamps)
+
     def bars_per_year(self) -> float:
         """Observed bars per year, (T - 1) / span in years of 365.25 days.
 
@@ -173,6 +178,22 @@ class MarketData:
         if len(self) < 2 or span_ns <= 0:
             raise ValueError(f"{self.source}: bars_per_year needs two bars at different times")
         return (len(self) - 1) / (span_ns / (365.25 * 86_400e9))
+
+
+def time_labels(timestamps: np.ndarray, daily: bool | None = None) -> list[str]:
+    """Timestamps as text: dates alone for daily bars, else date and time of day.
+
+    `daily` None: daily when every one of `timestamps` is at midnight. Pass a whole file's
+    `MarketData.daily` to label a few of its bars the way the file would label them all.
+    """
+    if daily is None:
+        daily = _all_at_midnight(timestamps)
+    return list(pd.DatetimeIndex(timestamps).strftime("%Y-%m-%d" if daily else "%Y-%m-%d %H:%M"))
+
+
+def _all_at_midnight(timestamps: np.ndarray) -> bool:
+    times = pd.DatetimeIndex(timestamps)
+    return bool((times == times.normalize()).all())
 
 
 def parse_time(text: str, *, whole_day: bool = False) -> pd.Timestamp | None:

@@ -23,7 +23,7 @@ from stable_baselines3 import PPO
 from agent import MultiHeadPolicy
 from envs import TradingEnv, load_market_data
 from training import fast_inference
-from training.backtest import in_sample, main, record_strategy
+from training.backtest import backtest, format_next_order, in_sample, main, record_strategy
 from training.baselines import baseline_policies, moving_average_crossover
 from training.config import load_config, save_config
 from training.data import split_run_market
@@ -138,6 +138,42 @@ def test_fast_policy_episode_through_the_fallback_and_a_liquidation(smoke_run, m
     pd.testing.assert_frame_equal(record, reference)
     assert record["liquidated"].iloc[-1] or record["bankrupt"].iloc[-1]
     assert fast.fallbacks == len(record) - 1 < 200
+    assert fast.final_accounts is None  # no next order from a liquidated account
+    result = backtest(model, env)
+    assert result.next_order is None
+    when = str(record["timestamp"].iloc[-1].date())
+    assert format_next_order(result).startswith("next order: none, the agent's account was ")
+    assert format_next_order(result).endswith(f" on {when}")
+
+
+def test_the_next_order_is_the_decision_model_predict_takes_on_the_last_bar(smoke_run):
+    """On ranges ending short, long and flat: the account the backtest leaves is the env's after
+    a `model.predict` episode, and the next order is `model.predict` on that last observation."""
+    model = smoke_model(smoke_run, 300.0)
+    config = load_config(smoke_run / "config.yaml").env
+    market = load_market_data(GOOGL)
+    whole = backtest(model, whole_range_env(market, config)).records["agent"]
+    first_bar = config.window - 1  # row k of the record is bar first_bar + k
+    sides = np.sign(whole["position"].to_numpy())
+    last_rows = [np.flatnonzero(sides == side)[-1] for side in (-1, 1)] + [len(whole) - 1]
+    held = []
+    for row in last_rows:
+        env = whole_range_env(market, config, bars=range(first_bar, first_bar + row + 1))
+        obs, info = env.reset()
+        truncated = False
+        while not truncated:
+            obs, _, terminated, truncated, info = env.step(
+                model.predict(obs, deterministic=True)[0]
+            )
+            assert not terminated
+        order = backtest(model, env).next_order
+        assert order.action == env.core.action_names(model.predict(obs, deterministic=True)[0])
+        assert (order.held.units, order.held.equity) == (info["position"], info["equity"])
+        assert order.decided_at == str(pd.Timestamp(info["timestamp"]).date())
+        assert order.close == info["price"]
+        assert all(0.0 < p <= 1.0 for p in order.probability.values())
+        held.append(order.held.direction)
+    assert held[:2] == ["short", "long"]
 
 
 def test_fast_policy_refuses_a_composition_it_does_not_reproduce():
@@ -259,6 +295,14 @@ def test_cli_writes_the_report_for_each_file(smoke_run, data, extra, name):
     assert (out / "trades.csv").is_file()
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(out.glob("*.tmp"))
+    next_order = json.loads((out / "next_order.json").read_text())
+    last_close = equity["timestamp"].iloc[-1]
+    assert next_order["decided_at"] in (
+        str(last_close.date()),
+        last_close.strftime("%Y-%m-%d %H:%M"),
+    )
+    assert f"next order, decided on the close of {next_order['decided_at']}" in result.stdout
+    assert f"  order      {next_order['order']}" in result.stdout
     if "--start" in extra:  # earlier bars only fill the first window
         assert equity["timestamp"].iloc[0] >= pd.Timestamp("2017-01-01")
         assert equity["timestamp"].iloc[-1] <= pd.Timestamp("2017-12-31")
@@ -268,6 +312,7 @@ def test_training_ends_with_the_full_report_of_the_test_split(smoke_run):
     report = smoke_run / "report"
     assert set(json.loads((report / "metrics.json").read_text())) == STRATEGIES
     assert (report / "report.png").is_file() and (report / "trades.csv").is_file()
+    assert json.loads((report / "next_order.json").read_text())["decided_at"] == "2018-08-29"
 
 
 # --- bad input --------------------------------------------------------------------------------

@@ -18,9 +18,11 @@ date (a date without a time includes that whole day); earlier bars still fill th
 Outputs in `--out` (default `<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`), each
 written atomically once everything has been computed: `metrics.json` (every strategy),
 `equity.csv` (the agent's record, `training.rollout.RECORD_COLUMNS`, plus each baseline's
-equity), `trades.csv` (the agent's round trips) and `report.png` (`training.report`). The metrics
-table is printed. A user mistake (a file that is not one of our models, data that does not fit
-it, a date range without enough bars) prints one line on stderr and exits with code 2.
+equity), `trades.csv` (the agent's round trips), `report.png` (`training.report`) and
+`next_order.json` (`training.next_order`: the agent's order for the open after the last bar, null
+when its account was liquidated). The metrics table and the next order are printed. A user
+mistake (a file that is not one of our models, data that does not fit it, a date range without
+enough bars) prints one line on stderr and exits with code 2.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agent import MultiHeadPolicy
 from envs import MarketData, TradingEnv, load_market_data
-from envs.market_data import parse_time
+from envs.market_data import parse_time, time_labels
 from training.atomic import write_atomic, write_json_atomic
 from training.baselines import BarPolicy, baseline_policies
 from training.cli import add_model_and_data_arguments, reports_user_errors
@@ -50,6 +52,7 @@ from training.config import RunConfig, load_config
 from training.data import split_run_market
 from training.fast_inference import FastPolicy
 from training.metrics import compute_metrics, format_metrics_table, trades_from_record
+from training.next_order import NextOrder, decide_next_order
 from training.report import AGENT, render_report
 from training.rollout import record_episode
 from training.run_dir import RunDir
@@ -78,6 +81,7 @@ class BacktestResult:
     records: dict[str, pd.DataFrame]  # strategy -> `training.rollout` record
     trades: dict[str, pd.DataFrame]  # strategy -> `trades_from_record`
     metrics: dict[str, dict[str, float]]  # strategy -> `compute_metrics`
+    next_order: NextOrder | None  # the agent's order after the last bar; None if terminated
 
 
 # --- running strategies -----------------------------------------------------------------------
@@ -119,7 +123,10 @@ def backtest(model: BaseAlgorithm, env: TradingEnv) -> BacktestResult:
     core = env.core
     if core.config.random_start or core.episode_length != core.end_bar - core.first_bar:
         raise ValueError("backtest needs an env built with random_start=False, episode_length=None")
-    records = {AGENT: FastPolicy(model.policy, core).record_episode()}
+    agent = FastPolicy(model.policy, core)
+    records = {AGENT: agent.record_episode()}
+    final = agent.final_accounts
+    next_order = None if final is None else decide_next_order(model.policy, core, final)
     records.update(
         (name, record_strategy(env, policy)) for name, policy in baseline_policies(core).items()
     )
@@ -128,7 +135,17 @@ def backtest(model: BaseAlgorithm, env: TradingEnv) -> BacktestResult:
         name: compute_metrics(record, trades[name], bars_per_year=core.bars_per_year)
         for name, record in records.items()
     }
-    return BacktestResult(records, trades, metrics)
+    return BacktestResult(records, trades, metrics, next_order)
+
+
+def format_next_order(result: BacktestResult) -> str:
+    """The agent's next order for the terminal, or why there is none."""
+    if result.next_order is not None:
+        return result.next_order.format()
+    record = result.records[AGENT]
+    end = "liquidated" if record["liquidated"].iloc[-1] else "bankrupt"
+    when = time_labels(record["timestamp"].to_numpy())[-1]
+    return f"next order: none, the agent's account was {end} on {when}"
 
 
 # --- report files -----------------------------------------------------------------------------
@@ -141,7 +158,7 @@ def _csv_bytes(frame: pd.DataFrame) -> bytes:
 
 
 def write_report(result: BacktestResult, out: Path, title: str) -> Path:
-    """Write metrics.json, equity.csv, trades.csv and report.png to `out`; return `out`.
+    """Write metrics.json, next_order.json, equity.csv, trades.csv and report.png to `out`.
 
     Everything is rendered in memory first, then each file is written atomically.
     """
@@ -155,16 +172,11 @@ def write_report(result: BacktestResult, out: Path, title: str) -> Path:
         "report.png": render_report(result.records, title),
     }
     write_json_atomic(out / "metrics.json", result.metrics)
+    next_order = result.next_order.to_dict() if result.next_order else None
+    write_json_atomic(out / "next_order.json", next_order)
     for name, data in files.items():
         write_atomic(out / name, lambda file, data=data: file.write(data))
     return out
-
-
-def time_labels(timestamps: np.ndarray) -> list[str]:
-    """Timestamps as text: dates alone when every one is at midnight (daily bars)."""
-    times = pd.DatetimeIndex(timestamps)
-    daily = bool((times == times.normalize()).all())
-    return list(times.strftime("%Y-%m-%d" if daily else "%Y-%m-%d %H:%M"))
 
 
 def _default_title(env: TradingEnv) -> str:
@@ -376,6 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if seen is not None:
         print(seen.warning(), file=sys.stderr)
     print(format_metrics_table(result.metrics))
+    print(f"\n{format_next_order(result)}")
     print(f"\nreport: {out}")
     return 0
 

@@ -57,7 +57,9 @@ class FastPolicy:
     observation the env returns at decision bar `bar`. Building it runs the trunk over every
     window of the range (`batch_size` windows at a time, under `torch.no_grad`); each step then
     costs microseconds. `fallbacks` counts the near-tie steps that went through
-    `policy.predict` (see module doc).
+    `policy.predict` (see module doc). After `record_episode()`, `final_accounts` holds the
+    account at the episode's last bar, from which the next order would be decided
+    (`training.next_decision`), or None when the episode was terminated.
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class FastPolicy:
         self.core = core
         self.first_bar = core.first_bar
         self.fallbacks = 0
+        self.final_accounts: Accounts | None = None
         heads = policy.decision_heads
         head_list = (heads.direction, heads.leverage, heads.risk)
         d_model = extractor.trunk.output_dim
@@ -139,6 +142,8 @@ class FastPolicy:
             self.fallbacks += 1
             obs = core.observation(accounts, 0)
             forced[:] = self.policy.predict(obs, deterministic=True)[0]
+        terminated = step > 0 and outcomes[step - 1, ex.TERMINATED] > 0.0
+        self.final_accounts = None if terminated else accounts
         return record_from_arrays(
             core, bar_log[: step + 1], actions[:step], outcomes[:step], account_log[: step + 1]
         )

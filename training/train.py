@@ -20,7 +20,7 @@ from stable_baselines3.common.vec_env import VecMonitor
 from agent import MultiHeadPolicy
 from envs import BatchedTradingEnv, MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
-from training.backtest import backtest, load_model, write_report
+from training.backtest import backtest, format_next_order, load_model, write_report
 from training.callbacks import (
     AtomicCheckpoint,
     HeadMonitor,
@@ -185,6 +185,7 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
     report = write_report(result, run.report, f"{run.root.name} on the test split")
     print(f"\nbacktest of the test split ({len(splits.test)} bars), agent vs baselines:")
     print(format_metrics_table(result.metrics))
+    print(f"\n{format_next_order(result)}")
     return {
         "final model": run.final_model,
         "best model (validation Sharpe)": run.best_model,

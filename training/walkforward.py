@@ -28,8 +28,9 @@ import pandas as pd
 
 from envs import MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
+from envs.market_data import time_labels
 from training.atomic import write_json_atomic
-from training.backtest import AGENT, BacktestResult, backtest, time_labels
+from training.backtest import AGENT, BacktestResult, backtest
 from training.cli import reports_user_errors
 from training.config import (
     REPO_ROOT,

@@ -1,0 +1,79 @@
+"""`training.next_order.describe_order` says what the execution kernel does with an action."""
+
+import itertools
+
+import numpy as np
+from test_execution import make_env  # an env over hand-written bars
+
+from envs import execution as ex
+from envs.core import Accounts
+from training.next_order import describe_order, held_position
+
+PRICE = 100.0
+LEVERAGES = (1.0, 2.0, 5.0)
+RISKS = (0.02, 0.1)
+
+
+def core_ending_flat():
+    """Six moving bars, then three bars that open, trade and close at PRICE: a held position's
+    stop is never reached there, and an order at the next open fills at the last close."""
+    moving = [
+        (95.0, 97.0, 94.0, 96.0),
+        (96.0, 99.0, 95.0, 98.0),
+        (98.0, 99.0, 96.0, 97.0),
+        (97.0, 101.0, 96.0, 100.0),
+        (100.0, 102.0, 99.0, 101.0),
+        (101.0, 101.0, 99.0, 99.0),
+    ]
+    env = make_env(moving + [(PRICE,) * 4] * 3, slippage_bps=0.0, financing_rate_annual=0.0,
+                   borrow_fee_annual=0.0, leverage_levels=LEVERAGES, risk_levels=RISKS)  # fmt: skip
+    return env.core
+
+
+def account_holding(core, action) -> Accounts:
+    """An account that took `action` on the third-last bar, now at the second-last bar."""
+    accounts = Accounts.zeros(1)
+    last = len(core.timestamps) - 1
+    core.reset(accounts, np.zeros(1, dtype=np.int64), np.array([last - 2]))
+    accounts.actions[0] = action
+    core.step(accounts)
+    return accounts
+
+
+def test_each_described_order_is_what_the_kernel_does_at_the_next_open():
+    core = core_ending_flat()
+    sizes = core.config.action_sizes  # (short, flat, long), 3 leverages, 2 risks
+    every_action = list(itertools.product(*(range(n) for n in sizes)))
+    flat = (core.config.flat_direction_index, 0, 0)
+    held_actions = [flat] + [a for a in every_action if a[0] != flat[0]]
+    seen = set()
+    for held_action, action in itertools.product(held_actions, every_action):
+        accounts = account_holding(core, held_action)
+        held = held_position(core, accounts)
+        names = core.action_names(np.array(action))
+        order = describe_order(core, held, names, PRICE)
+
+        accounts.actions[0] = action
+        core.step(accounts)
+        fill = accounts.out[0, ex.ORDER_FILL]
+        state = accounts.state[0]
+        after = held_position(core, accounts)
+        case = f"held {held_action}, action {action}: {order!r}"
+        kind = order.split()[0]
+        seen.add(kind)
+        if kind == "none:":
+            assert np.isnan(fill) and (after.units, after.stop) == (held.units, held.stop), case
+        elif kind == "move":
+            assert np.isnan(fill) and after.units == held.units and after.stop != held.stop, case
+            assert f"to {after.stop:,.6g} (risk {names['risk']:.0%})" in order, case
+        elif kind == "close":
+            assert not np.isnan(fill) and after.units == 0.0 and held.units != 0.0, case
+            assert f"close the {held.direction} position ({abs(held.units):,.6g} units)" in order
+        else:
+            assert not np.isnan(fill) and after.direction == names["direction"], case
+            verb = {"flat": "open", after.direction: "resize to"}.get(held.direction, "reverse to")
+            assert order.startswith(f"{verb} {after.direction} {names['leverage']:g}x"), case
+            assert f"about {abs(after.units):,.6g} units" in order, case
+            distance = abs(1.0 - state[ex.STOP] / state[ex.ENTRY])
+            assert f"stop {distance:.2%}" in order, case
+    assert seen == {"none:", "move", "close", "open", "resize", "reverse"}

@@ -1,0 +1,160 @@
+"""The agent's order for the bar after the data: what it decides on the backtest's last close.
+
+A backtest's decisions stop one bar before its data does: the decision on bar t fills at bar
+t+1's open, so the last bar is only marked. Its close is known, though, and the agent can decide
+on it: that decision is the order for the next open, the one a user acting on the agent places.
+
+`decide_next_order` takes the account where the backtest left it (`FastPolicy.final_accounts`),
+builds the observation the env would return at that bar (`TradingCore.observation`) and takes
+the policy's deterministic action, the most likely level of each head, as the backtest does.
+`describe_order` says in one line what the execution rules (`envs.execution`, step 1) do with
+that action at the next open; a test holds it to the kernel itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from agent import MultiHeadPolicy
+from envs import execution as ex
+from envs.core import Accounts, TradingCore
+from envs.market_data import time_labels
+
+
+@dataclass(frozen=True)
+class HeldPosition:
+    """The account at the last close, as the backtest left it."""
+
+    direction: str  # "short", "flat" or "long"
+    units: float  # signed position in units of the asset
+    leverage: float  # held leverage level (0 when flat)
+    risk: float  # held risk level (0 when flat)
+    entry: float  # fill price of the last (re)sizing (0 when flat)
+    stop: float  # protective stop price (0 when flat)
+    equity: float  # cash + units * close
+
+
+@dataclass(frozen=True)
+class NextOrder:
+    """The agent's decision on the last bar and the order it makes at the next open."""
+
+    decided_at: str  # the last bar's time, labelled as its data labels bars
+    close: float  # the last bar's close
+    held: HeldPosition
+    action: dict[str, Any]  # each head's chosen level, as `info["action"]` names it
+    probability: dict[str, float]  # head -> probability of its chosen level
+    order: str  # what the action does at the next open, one line (`describe_order`)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for `next_order.json`."""
+        return asdict(self)
+
+    def format(self) -> str:
+        """A few lines for the terminal: the held position, each head's choice, the order."""
+        held, action = self.held, self.action
+        holding = "flat"
+        if held.direction != "flat":
+            holding = (
+                f"{held.direction} {abs(held.units):,.6g} units at {held.leverage:g}x, "
+                f"risk {held.risk:.0%}, entry {held.entry:,.6g}, stop {held.stop:,.6g}"
+            )
+        shown = {
+            "direction": action["direction"],
+            "leverage": f"{action['leverage']:g}x",
+            "risk": f"{action['risk']:.0%}",
+        }
+        width = max(len(text) for text in shown.values())
+        idle = " (no effect while flat)" if action["direction"] == "flat" else ""
+        heads = [
+            f"  {name:<9}  {text:<{width}}  p={self.probability[name]:.2f}"
+            + (idle if name != "direction" else "")
+            for name, text in shown.items()
+        ]
+        return "\n".join(
+            [
+                f"next order, decided on the close of {self.decided_at} ({self.close:,.6g}) "
+                "for the next bar's open:",
+                f"  holding    {holding}; equity {held.equity:,.2f}",
+                *heads,
+                f"  order      {self.order}",
+            ]
+        )
+
+
+def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Accounts) -> NextOrder:
+    """The deterministic decision of `policy` for account 0 of `accounts` at its current bar.
+
+    `accounts` must not be terminated (`FastPolicy.final_accounts` is None then).
+    """
+    bar = int(accounts.bars[0])
+    observation = core.observation(accounts, 0)
+    policy.set_training_mode(False)
+    with torch.no_grad():
+        obs_tensor, _ = policy.obs_to_tensor(observation)
+        distribution = policy.get_distribution(obs_tensor)
+        levels = distribution.mode()[0].tolist()  # [3]: the level index of each head
+        heads = distribution.heads()
+        probability = {
+            name: heads[name].probs[0, level].item()
+            for name, level in zip(heads, levels, strict=True)
+        }
+    action = core.action_names(np.array(levels))
+    held = held_position(core, accounts)
+    close = float(core.ohlc[bar, 3])
+    return NextOrder(
+        decided_at=time_labels(core.timestamps[bar : bar + 1], daily=core.market.daily)[0],
+        close=close,
+        held=held,
+        action=action,
+        probability=probability,
+        order=describe_order(core, held, action, close),
+    )
+
+
+def held_position(core: TradingCore, accounts: Accounts) -> HeldPosition:
+    """Account 0's position by name (`envs.execution` state columns)."""
+    state = accounts.state[0]
+    sides = core.config.direction_sides
+    direction = core.config.direction_names[sides.index(int(state[ex.SIDE]))]
+    return HeldPosition(
+        direction=direction,
+        units=float(state[ex.QTY]),
+        leverage=float(state[ex.LEVERAGE]),
+        risk=float(state[ex.RISK]),
+        entry=float(state[ex.ENTRY]),
+        stop=float(state[ex.STOP]),
+        equity=float(state[ex.EQUITY]),
+    )
+
+
+def describe_order(
+    core: TradingCore, held: HeldPosition, action: dict[str, Any], close: float
+) -> str:
+    """What `action` does at the next open from `held`, by the rules of `envs.execution`.
+
+    A new direction, or a new leverage while in a position, trades to ``side * leverage *
+    equity`` at the open (estimated here at the last close); a new risk alone moves the stop
+    from the same entry; anything else places no order.
+    """
+    names, sides = core.config.direction_names, core.config.direction_sides
+    side = sides[names.index(action["direction"])]
+    held_side = sides[names.index(held.direction)]
+    leverage, risk = action["leverage"], action["risk"]
+    if side != held_side or (side != 0 and leverage != held.leverage):
+        if side == 0:
+            return f"close the {held.direction} position ({abs(held.units):,.6g} units) at the open"
+        verb = "open" if held_side == 0 else "resize to" if side == held_side else "reverse to"
+        units = leverage * max(held.equity, 0.0) / close
+        below = "below" if side > 0 else "above"
+        return (
+            f"{verb} {action['direction']} {leverage:g}x at the open: about {units:,.6g} units at "
+            f"the last close's price, stop {risk / leverage:.2%} {below} the fill"
+        )
+    if side != 0 and risk != held.risk:
+        stop = held.entry * (1.0 - side * risk / held.leverage)
+        return f"move the stop from {held.stop:,.6g} to {stop:,.6g} (risk {risk:.0%}); no trade"
+    return "none: keep the position" if side != 0 else "none: stay flat"
