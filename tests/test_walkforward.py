@@ -86,6 +86,9 @@ def test_cli_walks_forward_two_folds_with_the_smoke_config(tmp_path):
         assert report["aggregate"][name]["total_return_pct"] == pytest.approx((growth - 1) * 100)
     for fold in ("fold_1", "fold_2"):
         assert (out / fold / "final_model.zip").is_file() and (out / fold / "config.yaml").is_file()
+    # the decision after the data: fold 2's model, on the last bar of its test segment
+    assert report["next_order"]["decided_at"] == second["test"]["last"]
+    assert "fold 2's model, on the account of its test segment:\nnext order" in result.stdout
 
 
 @pytest.mark.parametrize(

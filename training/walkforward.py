@@ -9,7 +9,9 @@ its final model; `data.validation`, `data.test`, checkpoints and validation pass
 The aggregate out-of-sample result chains the test segments into one account (`chain_records`):
 each segment starts with the equity the previous one ended with. Every fold and the aggregate are
 printed against the baselines and written to `<out>/walkforward.json`; fold k's config, model and
-TensorBoard logs go to `<out>/fold_<k>/` (a run folder `training.backtest --model` accepts).
+TensorBoard logs go to `<out>/fold_<k>/` (a run folder `training.backtest --model` accepts). The
+last segment ends with the data, so the last fold's next order (`training.next_order`, on the
+account of that segment) is printed and written too: the decision to act on after the data.
 
 Reads top to bottom: config -> data -> folds -> (train -> backtest) per fold -> aggregate -> report.
 """
@@ -30,7 +32,7 @@ from envs import MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
 from envs.market_data import time_labels
 from training.atomic import write_json_atomic
-from training.backtest import AGENT, BacktestResult, backtest
+from training.backtest import AGENT, BacktestResult, backtest, format_next_order
 from training.cli import reports_user_errors
 from training.config import (
     REPO_ROOT,
@@ -147,11 +149,16 @@ def walk_forward(cfg: RunConfig, folds: int, out: Path | None) -> tuple[RunDir, 
     combined = aggregate(results, test_envs[0].core.bars_per_year)
     print(f"\naggregate out-of-sample ({folds} test segments chained), {AGENT} vs baselines")
     print(format_metrics_table(combined))
+    # The last segment ends with the data: its model's decision there is the live one.
+    last = results[-1].next_order
+    print(f"\nfold {folds}'s model, on the account of its test segment:")
+    print(format_next_order(results[-1]))
     return run, {
         "data": market.source,
         "ticker": market.ticker,
         "folds": reports,
         "aggregate": combined,
+        "next_order": None if last is None else last.to_dict(),
     }
 
 
