@@ -59,7 +59,7 @@ class FastPolicy:
     costs microseconds. `fallbacks` counts the near-tie steps that went through
     `policy.predict` (see module doc). After `record_episode()`, `final_accounts` holds the
     account at the episode's last bar, from which the next order would be decided
-    (`training.next_decision`), or None when the episode was terminated.
+    (`training.next_order`), or None when the episode was terminated.
     """
 
     def __init__(
