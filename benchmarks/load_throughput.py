@@ -67,8 +67,9 @@ def reference_load(case: Case) -> np.ndarray:
         frame = frame[frame["Ticker"] == case.ticker]
     ohlcv = frame[["Open", "High", "Low", "Close", "Volume"]].to_numpy(np.float64)
     if case.adjust:
-        factor = frame["Adj Close"].to_numpy() / frame["Close"].to_numpy()
-        ohlcv = ohlcv * np.r_[factor, factor, factor, factor, 1 / factor].reshape(5, -1).T
+        factor = frame["Adj Close"].to_numpy() / frame["Close"].to_numpy()  # [T]
+        ohlcv[:, :4] *= factor[:, None]  # prices scale with the split factor,
+        ohlcv[:, 4] /= factor  # volume inversely
     return ohlcv
 
 

@@ -167,7 +167,7 @@ class MarketData:
     @functools.cached_property
     def daily(self) -> bool:
         """Whether every bar is stamped at midnight: daily (or longer) bars, labelled by date."""
-        return _all_at_midnight(self.timestamps)
+        return _all_at_midnight(pd.DatetimeIndex(self.timestamps))
 
     def bars_per_year(self) -> float:
         """Observed bars per year, (T - 1) / span in years of 365.25 days.
@@ -186,13 +186,13 @@ def time_labels(timestamps: np.ndarray, daily: bool | None = None) -> list[str]:
     `daily` None: daily when every one of `timestamps` is at midnight. Pass a whole file's
     `MarketData.daily` to label a few of its bars the way the file would label them all.
     """
-    if daily is None:
-        daily = _all_at_midnight(timestamps)
-    return list(pd.DatetimeIndex(timestamps).strftime("%Y-%m-%d" if daily else "%Y-%m-%d %H:%M"))
-
-
-def _all_at_midnight(timestamps: np.ndarray) -> bool:
     times = pd.DatetimeIndex(timestamps)
+    if daily is None:
+        daily = _all_at_midnight(times)
+    return list(times.strftime("%Y-%m-%d" if daily else "%Y-%m-%d %H:%M"))
+
+
+def _all_at_midnight(times: pd.DatetimeIndex) -> bool:
     return bool((times == times.normalize()).all())
 
 

@@ -313,12 +313,12 @@ def compute_metrics(
     }
 
 
-# --- terminal table ---------------------------------------------------------------------------
-
-
 def record_metrics(record: pd.DataFrame, *, bars_per_year: float) -> dict[str, float]:
     """`compute_metrics` of a record with its own trades (`trades_from_record`)."""
     return compute_metrics(record, trades_from_record(record), bars_per_year=bars_per_year)
+
+
+# --- terminal table ---------------------------------------------------------------------------
 
 
 def _format_value(value: float) -> str:
