@@ -3,12 +3,11 @@
 from agent.config import TrunkConfig
 from agent.distribution import MultiHeadDistribution
 from agent.extractor import MarketAccountExtractor
-from agent.heads import HEAD_NAMES, DecisionHeads
+from agent.heads import DecisionHeads
 from agent.policy import MultiHeadPolicy
 from agent.trunk import AttentionTrunk
 
 __all__ = [
-    "HEAD_NAMES",
     "AttentionTrunk",
     "DecisionHeads",
     "MarketAccountExtractor",

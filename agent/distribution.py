@@ -7,7 +7,8 @@ from stable_baselines3.common.distributions import MultiCategoricalDistribution
 from torch import nn
 from torch.distributions import Categorical
 
-from agent.heads import HEAD_NAMES, DecisionHeads
+from agent.heads import DecisionHeads
+from envs.config import HEAD_NAMES
 
 
 class MultiHeadDistribution(MultiCategoricalDistribution):

@@ -7,8 +7,6 @@ import math
 import torch
 from torch import nn
 
-HEAD_NAMES = ("direction", "leverage", "risk")
-
 
 class DecisionHead(nn.Module):
     """Linear -> activation -> Linear to the logits of one decision.

@@ -1,11 +1,11 @@
 """Backtest throughput: `FastPolicy` against the step-by-step `model.predict` loop, in one run.
 
 Both run the deterministic agent over the same bars of the same file and record every bar: the
-reference through `TradingEnv` + `training.rollout.record_episode`, the fast path through
+reference through `TradingEnv` + `training.evaluation.rollout.record_episode`, the fast path through
 `FastPolicy.record_episode` (the trunk over all windows in batches, then one compiled loop of the
 heads and the env's execution kernel). Their records must be identical (checked). The model has
-the trunk of `configs/default.yaml` and is untrained: speed does not depend on the weights,
-except that near ties (`training.fast_inference`) are rarer in a trained model; `--model` takes
+the trunk of `configs/default.yaml` and is untrained: speed does not depend on the weights, except
+that near ties (`training.evaluation.fast_inference`) are rarer in a trained model; `--model` takes
 a trained one instead. Prints bars/s of each and their ratio, how the fast path's time splits
 between the batched trunk and the loop, and, for comparison, `FastPolicy` used as a policy
 through `TradingEnv.step` (a Python loop) and that loop's floor with a constant policy.
@@ -33,13 +33,13 @@ from machine import cpu_model
 
 from envs import BatchedTradingEnv, TradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
-from training.backtest import load_model, record_strategy
-from training.baselines import flat
 from training.config import DEFAULT_CONFIG_PATH, load_config
-from training.fast_inference import FastPolicy
-from training.rollout import record_episode
-from training.run_dir import RunDir
-from training.train import build_model
+from training.evaluation.backtest import record_strategy
+from training.evaluation.baselines import flat
+from training.evaluation.fast_inference import FastPolicy
+from training.evaluation.rollout import record_episode
+from training.run.folder import RunDir, load_model
+from training.run.session import build_model
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gymanytrading_GOOGL_daily.csv"
 

@@ -4,8 +4,8 @@ With `conditional_heads=True` (the default) a flat `direction` leaves the `lever
 log-probabilities and entropies out of the PPO loss (see `agent.distribution`); with False the
 three heads always count. This trains both settings for each seed on a fixed budget and
 evaluates the deterministic policy over the validation range with the code `training.train`
-uses (`training.head_pruning.agent_metrics`: `FastPolicy.record_episode` over the whole range,
-the actions of `model.predict`, then `training.metrics.compute_metrics`).
+uses (`training.attention.pruning.agent_metrics`: `FastPolicy.record_episode` over the whole range,
+the actions of `model.predict`, then `training.evaluation.metrics.compute_metrics`).
 
 Datasets:
 - `googl`: the bundled GOOGL daily file (`configs/default.yaml` data and splits).
@@ -53,10 +53,10 @@ from envs import BatchedTradingEnv, MarketData, TradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
 from envs.splits import Splits
 from training.config import RunConfig, add_config_arguments, load_config
-from training.data import load_run_market, split_run_market
-from training.head_pruning import agent_metrics
-from training.run_dir import RunDir
-from training.train import build_model
+from training.evaluation.backtest import agent_metrics
+from training.run.data import load_run_market, split_run_market
+from training.run.folder import RunDir
+from training.run.session import build_model
 
 SMALL_TRUNK = [
     "env.window=16",  # trunk.window follows it

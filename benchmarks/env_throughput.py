@@ -30,7 +30,7 @@ from envs import execution as ex
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gymanytrading_GOOGL_daily.csv"
 WINDOW = 64
-NUMERIC_INFO = ex.OUTCOME_NAMES[ex.ORDER_FILL : ex.BORROW + 1]  # the fills and charges in info
+NUMERIC_INFO = ex.OUTCOME_NAMES[ex.ORDER_FILL : ex.COSTS + 1]  # the fills and charges in info
 
 
 def steps_per_second(env: gym.Env, actions: list, seconds: float) -> float:
@@ -63,10 +63,7 @@ class ProtocolFloor(gym.Env):
         return {"market": self._market.copy(), "account": self._account.copy()}
 
     def step(self, action):
-        info = {
-            k: 0.0
-            for k in ("equity", "cash", "position", "exposure", "price", *NUMERIC_INFO, "costs")
-        }
+        info = {k: 0.0 for k in ("equity", "cash", "position", "exposure", "price", *NUMERIC_INFO)}
         info["action"] = {"direction": "long", "leverage": 1.0, "risk": 0.01}
         return self._obs(), 0.0, False, False, info
 

@@ -83,9 +83,9 @@ from agent.trunk import AttentionTrunk
 from envs import BatchedTradingEnv
 from envs.features import FEATURE_NAMES
 from training.config import RunConfig, add_config_arguments, load_config
-from training.data import load_run_market, split_run_market
-from training.run_dir import RunDir
-from training.train import build_model
+from training.run.data import load_run_market, split_run_market
+from training.run.folder import RunDir
+from training.run.session import build_model
 
 PPO_RATIO_TARGET = {"cpu": 0.25, "cuda": 0.8}  # ours / SB3 env-steps/s
 TRUNK_SHARE_TARGET = 0.40  # trunk GFLOP/s / matmul GFLOP/s, on CPU

@@ -16,9 +16,10 @@ For each seed (outer loop, so a drift in machine load touches every variant alik
 PPO built as `training.train` builds it on the `BatchedTradingEnv` over the train split, trained
 for `--timesteps`; env-steps/s is timesteps / wall time of `learn()` (rollouts and updates,
 TensorBoard off). The deterministic policy is then backtested on the whole validation range
-(`training.head_pruning.agent_metrics`: `record_episode` + `compute_metrics`). The table gives
+(`training.attention.pruning.agent_metrics`: `record_episode` + `compute_metrics`). The table gives
 mean +- sample std over seeds; "nan" counts runs whose Sharpe is undefined (no position held).
-A last row gives buy-and-hold (`training.baselines`) on the same validation range, for scale.
+A last row gives buy-and-hold (`training.evaluation.baselines`) on the same validation range,
+for scale.
 
 A second table times the trunk's forward pass (no grad, freshly initialised weights) of each
 variant whole, with every other head masked by its gate, and with those heads pruned out
@@ -56,12 +57,13 @@ from agent.trunk import AttentionTrunk
 from envs import BatchedTradingEnv, MarketData, TradingEnv
 from envs.features import FEATURE_NAMES
 from envs.splits import Splits
-from training.baselines import buy_and_hold
+from training.attention.pruning import parameter_count
 from training.config import RunConfig, add_config_arguments, load_config
-from training.data import load_run_market, split_run_market
-from training.head_pruning import agent_metrics, parameter_count, strategy_metrics
-from training.run_dir import RunDir
-from training.train import build_model
+from training.evaluation.backtest import agent_metrics, strategy_metrics
+from training.evaluation.baselines import buy_and_hold
+from training.run.data import load_run_market, split_run_market
+from training.run.folder import RunDir
+from training.run.session import build_model
 
 VARIANTS = {
     "standard": [],

@@ -1,4 +1,5 @@
-"""Environment configuration: one dataclass, every field documented where it is declared."""
+"""Environment configuration (one dataclass, every field documented where it is declared) and
+the names of the action's parts, which every other package imports from here."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 RewardKind = Literal["log_return", "differential_sharpe", "drawdown_penalty"]
+HEAD_NAMES = ("direction", "leverage", "risk")  # the action's dimensions in order, one head each
+DIRECTION_SIDES = {"short": -1, "flat": 0, "long": 1}  # `direction` level -> position side
 
 
 @dataclass
@@ -89,12 +92,13 @@ class EnvConfig:
     @property
     def direction_names(self) -> tuple[str, ...]:
         """Names of the direction levels in action-index order."""
-        return ("flat", "long") if self.long_only else ("short", "flat", "long")
+        names = tuple(DIRECTION_SIDES)
+        return names[1:] if self.long_only else names
 
     @property
     def direction_sides(self) -> tuple[int, ...]:
         """Position side (-1, 0, +1) of each direction level."""
-        return (0, 1) if self.long_only else (-1, 0, 1)
+        return tuple(DIRECTION_SIDES[name] for name in self.direction_names)
 
     @property
     def flat_direction_index(self) -> int:

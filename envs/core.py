@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from envs import execution as ex
 from envs.config import EnvConfig
 from envs.features import CLIP, FEATURE_NAMES, compute_features
 from envs.market_data import DataError, MarketData, load_market_data
+from envs.sharpe import sharpe_from_sums
 
 
 def make_config(config: EnvConfig | None = None, **overrides: Any) -> EnvConfig:
@@ -196,6 +196,7 @@ class TradingCore:
             slippage,
             financing,
             borrow,
+            costs,
             stop_hit,
             liquidated,
             bankrupt,
@@ -219,7 +220,7 @@ class TradingCore:
             "slippage": slippage,
             "financing": financing,
             "borrow": borrow,
-            "costs": commission + slippage + financing + borrow,
+            "costs": costs,
             "stop_hit": stop_hit > 0,
             "liquidated": liquidated > 0,
             "bankrupt": bankrupt > 0,
@@ -227,12 +228,15 @@ class TradingCore:
         }
 
     def episode_summary(self, accounts: Accounts, i: int) -> dict[str, float]:
-        """Trading statistics of account i's episode so far (for `info["episode_trading"]`)."""
+        """Trading statistics of account i's episode so far (for `info["episode_trading"]`).
+
+        The Sharpe ratio is `envs.sharpe`'s, the backtest metrics' one: NaN at zero volatility.
+        """
         s = accounts.state[i]
         steps = max(s[ex.EP_STEPS], 1.0)
-        mean = s[ex.EP_RETURN_SUM] / steps
-        variance = max(s[ex.EP_RETURN_SQ] / steps - mean * mean, 0.0)
-        sharpe = mean / math.sqrt(variance) * math.sqrt(self.bars_per_year) if variance > 0 else 0.0
+        sharpe = sharpe_from_sums(
+            s[ex.EP_STEPS], s[ex.EP_RETURN_SUM], s[ex.EP_RETURN_SQ], self.bars_per_year
+        )
         return {
             "return_pct": (s[ex.EQUITY] / s[ex.START_EQUITY] - 1.0) * 100.0,
             "sharpe": sharpe,

@@ -62,12 +62,13 @@ COMMISSION = 4
 SLIPPAGE = 5  # cost of slippage: |units| * reference price * slippage rate
 FINANCING = 6  # interest on borrowed cash of a leveraged long
 BORROW = 7  # fee on the notional of a short
-STOP_HIT = 8  # 1.0 when the stop closed the position in this bar
-LIQUIDATED = 9  # 1.0 when the position was liquidated in this bar
-BANKRUPT = 10  # 1.0 when equity is <= 0 at the close
-TERMINATED = 11  # liquidated or bankrupt
-TRUNCATED = 12  # not terminated, and the range ended or the episode reached its length
-N_OUT = 13
+COSTS = 8  # the step's charges in total: commission + slippage + financing + borrow
+STOP_HIT = 9  # 1.0 when the stop closed the position in this bar
+LIQUIDATED = 10  # 1.0 when the position was liquidated in this bar
+BANKRUPT = 11  # 1.0 when equity is <= 0 at the close
+TERMINATED = 12  # liquidated or bankrupt
+TRUNCATED = 13  # not terminated, and the range ended or the episode reached its length
+N_OUT = 14
 OUTCOME_NAMES = (  # the outcome columns by name, in column order
     "reward",
     "order_fill",
@@ -77,6 +78,7 @@ OUTCOME_NAMES = (  # the outcome columns by name, in column order
     "slippage",
     "financing",
     "borrow",
+    "costs",
     "stop_hit",
     "liquidated",
     "bankrupt",
@@ -279,6 +281,7 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         elif qty < 0.0:
             out[i, BORROW] = -qty * close * params[P_BORROW]
         state[i, CASH] -= out[i, FINANCING] + out[i, BORROW]
+        out[i, COSTS] = out[i, COMMISSION] + out[i, SLIPPAGE] + out[i, FINANCING] + out[i, BORROW]
         equity = state[i, CASH] + qty * close
         state[i, EQUITY] = equity
         state[i, PEAK] = max(peak_prev, equity)
@@ -290,9 +293,7 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         # Episode accumulators.
         ret = equity / equity_prev - 1.0
         state[i, EP_STEPS] += 1.0
-        state[i, EP_COSTS] += (
-            out[i, COMMISSION] + out[i, SLIPPAGE] + out[i, FINANCING] + out[i, BORROW]
-        )
+        state[i, EP_COSTS] += out[i, COSTS]
         state[i, EP_RETURN_SUM] += ret
         state[i, EP_RETURN_SQ] += ret * ret
         state[i, EP_MAX_DRAWDOWN] = max(state[i, EP_MAX_DRAWDOWN], 1.0 - equity / state[i, PEAK])

@@ -1,11 +1,11 @@
-"""`training.atomic`: files land whole or not at all, Ctrl-C included."""
+"""`training.run.atomic`: files land whole or not at all, Ctrl-C included."""
 
 import os
 import signal
 
 import pytest
 
-from training.atomic import write_atomic, write_json_atomic
+from training.run.atomic import write_atomic, write_json_atomic
 
 
 def test_a_write_replaces_the_file_and_leaves_no_temporary_file(tmp_path):

@@ -22,14 +22,15 @@ from stable_baselines3 import PPO
 
 from agent import MultiHeadPolicy
 from envs import TradingEnv, load_market_data
-from training import fast_inference
-from training.backtest import backtest, format_next_order, in_sample, main, record_strategy
-from training.baselines import baseline_policies, moving_average_crossover
+from training.backtest import main
 from training.config import load_config, save_config
-from training.data import split_run_market
-from training.fast_inference import FastPolicy
-from training.metrics import compute_metrics, trades_from_record
-from training.rollout import RECORD_COLUMNS, record_episode
+from training.evaluation import fast_inference
+from training.evaluation.backtest import backtest, format_next_order, in_sample, record_strategy
+from training.evaluation.baselines import baseline_policies, moving_average_crossover
+from training.evaluation.fast_inference import FastPolicy
+from training.evaluation.metrics import compute_metrics, trades_from_record
+from training.evaluation.rollout import RECORD_COLUMNS, record_episode
+from training.run.data import split_run_market
 
 REPO = Path(__file__).resolve().parents[1]
 GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"

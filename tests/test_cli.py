@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from training.cli import BROKEN_PIPE_STATUS, INTERRUPTED_STATUS
-from training.run_dir import RunDir
+from training.run.folder import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 PRINTS_A_LOT = """

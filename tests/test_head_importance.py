@@ -18,20 +18,20 @@ from agent.policy import MultiHeadPolicy
 from agent.pruning import prune_policy
 from envs import BatchedTradingEnv, TradingEnv, load_market_data
 from envs.features import FEATURE_NAMES
-from training.config import load_config
-from training.head_importance import (
+from training.attention.importance import (
     TARGETS,
-    HeadImportanceCallback,
     ImportanceBatch,
     gae,
     head_importance,
     normalize_per_layer,
     per_sample_losses,
 )
-from training.head_pruning import compare_policies, heads_to_prune, pruning_order
+from training.attention.pruning import compare_policies, heads_to_prune, pruning_order
+from training.config import load_config
 from training.heads import main as heads_main
-from training.run_dir import RunDir
-from training.train import build_model
+from training.run.callbacks import HeadImportanceCallback
+from training.run.folder import RunDir
+from training.run.session import build_model
 from training.train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Backtest metrics on hand-computed records: every expected value is written as its arithmetic.
 
-Fixtures (`tests/fixtures/`, the `training.rollout` record layout, no costs):
+Fixtures (`tests/fixtures/`, the `training.evaluation.rollout` record layout, no costs):
 * `record_long_hold.csv`: 1 unit long from bar 1's open at 100 to the end; equity = price, so
   the per-bar returns are +10%, -10%, +10%, +20%, -10%.
 * `record_long_signal_short_stop.csv`: 10 units long 100 -> 104 closed by a flat signal, then
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training.metrics import (
+from training.evaluation.metrics import (
     METRIC_DOCS,
     compute_metrics,
     format_metrics_table,
@@ -47,7 +47,7 @@ def make_record(
     liquidated: tuple[int, ...] = (),
     bankrupt: tuple[int, ...] = (),
 ) -> pd.DataFrame:
-    """A record in the `training.rollout` layout; sparse columns are given as {row: value}."""
+    """A record in the `training.evaluation.rollout` layout; sparse columns as {row: value}."""
     n = len(price)
 
     def column(values: dict[int, float] | None, default: float) -> np.ndarray:
@@ -349,7 +349,7 @@ def test_real_env_rollout_trades_add_up_to_the_equity_change(seed):
     # The env's own kernel, random actions; 10x leverage so that liquidations and gaps through
     # zero equity happen too (seed 0 gaps through zero equity, seed 1 ends in a liquidation).
     from envs import TradingEnv
-    from training.rollout import record_episode
+    from training.evaluation.rollout import record_episode
 
     env = TradingEnv(
         "data/gymanytrading_GOOGL_daily.csv", window=16, episode_length=None, random_start=False,

@@ -1,4 +1,4 @@
-"""`training.next_order.describe_order` says what the execution kernel does with an action."""
+"""`training.evaluation.next_order.describe_order`: what the kernel does with an action."""
 
 import itertools
 
@@ -7,7 +7,7 @@ from test_execution import make_env  # an env over hand-written bars
 
 from envs import execution as ex
 from envs.core import Accounts
-from training.next_order import describe_order, held_position
+from training.evaluation.next_order import describe_order, held_position
 
 PRICE = 100.0
 LEVERAGES = (1.0, 2.0, 5.0)

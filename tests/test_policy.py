@@ -11,8 +11,8 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 
 from agent.distribution import MultiHeadDistribution
-from agent.heads import HEAD_NAMES
 from agent.policy import MultiHeadPolicy
+from envs.config import HEAD_NAMES
 
 WINDOW, N_FEATURES, N_ACCOUNT = 8, 3, 8
 TRUNK = dict(d_model=16, n_heads=2, n_layers=1)

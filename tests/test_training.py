@@ -12,11 +12,11 @@ from stable_baselines3 import PPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from envs import TradingEnv
-from training.config import load_config
-from training.metrics import compute_metrics, trades_from_record
-from training.rollout import record_episode
-from training.run_dir import RunDir
-from training.train import main, parse_args, resolve_config
+from training.config import DEFAULT_CONFIG_PATH, load_config, resolve_config
+from training.evaluation.metrics import compute_metrics, trades_from_record
+from training.evaluation.rollout import record_episode
+from training.run.folder import RunDir
+from training.train import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -125,11 +125,9 @@ def test_user_mistakes_exit_2_with_one_line_and_no_traceback(args, message, tmp_
 
 def test_data_on_the_command_line_is_found_from_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = resolve_config(
-        parse_args(["--config", str(REPO / "configs/smoke.yaml"), "--data", "x.csv"])
-    )
+    cfg = resolve_config(REPO / "configs/smoke.yaml", data="x.csv")
     assert cfg.data.resolved_path() == tmp_path / "x.csv"
-    default = resolve_config(parse_args([]))  # the default config's data is in the repo
+    default = resolve_config(DEFAULT_CONFIG_PATH)  # the default config's data is in the repo
     assert default.data.resolved_path() == REPO / "data" / "gymanytrading_GOOGL_daily.csv"
 
 

@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from training.metrics import compute_metrics
-from training.walkforward import chain_records, fold_ranges, main
+from training.evaluation.metrics import compute_metrics
+from training.evaluation.walkforward import chain_records, fold_ranges
+from training.walkforward import main
 
 REPO = Path(__file__).resolve().parents[1]
 STRATEGIES = {"agent", "buy_and_hold", "flat", "ma_crossover"}

@@ -41,7 +41,7 @@ import yaml
 
 from agent.config import TrunkConfig
 from envs.config import EnvConfig
-from training.atomic import write_text_atomic
+from training.run.atomic import write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG_PATH = REPO_ROOT / "configs" / "default.yaml"
@@ -513,6 +513,30 @@ def save_config(cfg: RunConfig, path: str | Path) -> Path:
     text += yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
     write_text_atomic(path, text)
     return path
+
+
+def resolve_config(
+    path: str | Path | None,
+    overrides: Sequence[str] = (),
+    *,
+    data: str | None = None,
+    ticker: str | None = None,
+    run_dir: str | Path | None = None,
+) -> RunConfig:
+    """A command's config: YAML file `path` with its command-line choices on top.
+
+    `overrides` (`--set` items) come first; then `data` (`--data`, a path taken from the current
+    folder, whereas a config file's `data.path` is taken from the repository root), `ticker`
+    and `run_dir` beat any `--set` of `data.path`, `data.ticker` and `train.run_dir`.
+    """
+    explicit = list(overrides)
+    if data:
+        explicit.append(f"data.path={Path(data).expanduser().absolute()}")
+    if ticker:
+        explicit.append(f"data.ticker={ticker}")
+    if run_dir:
+        explicit.append(f"train.run_dir={run_dir}")
+    return load_config(path, explicit)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """Head pruning of a trained agent: the pruning curve, and a pruned model that is really smaller.
 
 Following Michel et al. (2019), heads are pruned in order of increasing importance (one ranking
-computed once, over every layer together; `training.head_importance`). The curve masks the
+computed once, over every layer together; `training.attention.importance`). The curve masks the
 first ``round(share * n_heads)`` heads of that order with their gates, for each share in
 `SHARES`, and backtests the deterministic policy over a range (the validation split in
 `python -m training.heads prune`). `pruned_model` then cuts the pruned heads out of the trunk's
@@ -21,10 +21,7 @@ from stable_baselines3 import PPO
 from agent import MultiHeadPolicy
 from agent.pruning import prune_policy
 from envs import TradingEnv
-from training.backtest import record_strategy
-from training.baselines import BarPolicy
-from training.fast_inference import FastPolicy
-from training.metrics import record_metrics
+from training.evaluation.backtest import agent_metrics
 
 SHARES = tuple(step / 10 for step in range(10))  # 0%, 10%, ..., 90% of the heads pruned
 CURVE_METRICS = ("sharpe", "total_return_pct", "max_drawdown_pct", "exposure_pct", "trades")
@@ -50,21 +47,6 @@ def keep_mask(shape: tuple[int, int], pruned: list[tuple[int, int]]) -> torch.Te
     for layer, head in pruned:
         keep[layer, head] = False
     return keep
-
-
-def strategy_metrics(env: TradingEnv, policy: BarPolicy) -> dict[str, float]:
-    """Backtest metrics of ``policy(obs, bar)`` over `env`'s whole range."""
-    return record_metrics(record_strategy(env, policy), bars_per_year=env.core.bars_per_year)
-
-
-def agent_metrics(policy: MultiHeadPolicy, env: TradingEnv) -> dict[str, float]:
-    """Backtest metrics of the deterministic policy over `env`'s whole range.
-
-    `FastPolicy.record_episode` (the actions of ``model.predict(deterministic=True)``, with the
-    trunk's current gates) and `compute_metrics`.
-    """
-    record = FastPolicy(policy, env.core).record_episode()
-    return record_metrics(record, bars_per_year=env.core.bars_per_year)
 
 
 def pruning_curve(

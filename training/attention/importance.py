@@ -31,8 +31,9 @@ Samples come from one of two places:
 - `collect_batch`: one pass of the policy through a `TradingEnv` over a data range (used by
   `python -m training.heads`), actions sampled from the policy (seeded) by default, or the
   deterministic policy's; GAE on that pass with the model's gamma and lambda.
-- `HeadImportanceCallback`: the rollout PPO has just collected (observations, actions,
-  advantages and returns from SB3's rollout buffer), logged to TensorBoard during training.
+- `batch_from_rollout`: the rollout PPO has just collected (observations, actions, advantages
+  and returns from SB3's rollout buffer), for the TensorBoard logs of
+  `training.run.callbacks.HeadImportanceCallback` during training.
 """
 
 from __future__ import annotations
@@ -45,17 +46,13 @@ from typing import Literal
 import numpy as np
 import torch
 from stable_baselines3 import PPO
-from stable_baselines3.common.logger import Image
 
-from agent import HEAD_NAMES, MultiHeadPolicy
+from agent import MultiHeadPolicy
 from envs import TradingEnv
-from training.callbacks import PeriodicCallback
-from training.head_plots import figure_array, importance_figure
+from envs.config import HEAD_NAMES
 
 TARGETS = (*HEAD_NAMES, "value", "ppo_loss")  # what each importance is measured on
 Normalization = Literal["auto", "layer", "none"]
-TB_NAMESPACE = "attention/importance"
-_NOT_TEXT = ("stdout", "log", "json", "csv")  # images go to TensorBoard only
 
 
 @dataclass(frozen=True)
@@ -279,7 +276,7 @@ def collect_batch(
     return ImportanceBatch(observations, np.stack(steps["action"]), advantages, advantages + values)
 
 
-# --- TensorBoard during training --------------------------------------------------------------
+# --- samples from a rollout of training -------------------------------------------------------
 
 
 def batch_from_rollout(buffer: object, size: int, rng: np.random.Generator) -> ImportanceBatch:
@@ -296,41 +293,3 @@ def batch_from_rollout(buffer: object, size: int, rng: np.random.Generator) -> I
         flat(buffer.returns),
     )
     return everything.subset(rng.choice(n, min(n, size), replace=False))
-
-
-class HeadImportanceCallback(PeriodicCallback):
-    """Every `every` timesteps, logs each head's importance on the rollout just collected.
-
-    Scalars ``attention/importance/<target>/layer<l>_head<h>`` (l, h from 0, as in
-    `head_gates[l, h]`; targets in `TARGETS`) hold the raw ``E|dL/dxi|`` on up to `sample_size`
-    transitions of the rollout, with the rollout's own advantages and returns (SB3 has computed
-    them when a rollout ends), the model's `ent_coef` and `vf_coef`. With `image`, the heatmap
-    of `training.head_plots.importance_figure` goes under ``attention/importance/heatmap``.
-    """
-
-    def __init__(self, every: int, sample_size: int = 1024, image: bool = True) -> None:
-        super().__init__(every)
-        self.sample_size = sample_size
-        self.image = image
-
-    def _on_rollout_end(self) -> None:
-        if not self._due():
-            return
-        rng = np.random.default_rng(self.num_timesteps)
-        batch = batch_from_rollout(self.model.rollout_buffer, self.sample_size, rng)
-        importance = head_importance(
-            self.model.policy,
-            batch,
-            ent_coef=float(self.model.ent_coef),
-            vf_coef=float(self.model.vf_coef),
-            normalize_advantage=self.model.normalize_advantage,
-        )
-        for target, values in importance.items():
-            for (layer, head), value in np.ndenumerate(values):
-                if np.isfinite(value):
-                    tag = f"{TB_NAMESPACE}/{target}/layer{layer}_head{head}"
-                    self.logger.record(tag, float(value))
-        if self.image:
-            figure = importance_figure(importance, f"E|dL/dxi| at {self.num_timesteps:,} steps")
-            picture = Image(figure_array(figure), "HWC")
-            self.logger.record(f"{TB_NAMESPACE}/heatmap", picture, exclude=_NOT_TEXT)

@@ -40,7 +40,7 @@ from torch import nn
 from agent import MultiHeadPolicy
 from envs import execution as ex
 from envs.core import Accounts, TradingCore
-from training.rollout import ACCOUNT_COLUMNS, record_from_arrays
+from training.evaluation.rollout import ACCOUNT_COLUMNS, record_from_arrays
 
 # Windows per trunk forward. On 2 CPU cores (default trunk, window 32, GOOGL) 128..512 ran at the
 # same speed, 1024 20-40% slower, as its activations (~17 MB a layer) leave the cache.
@@ -59,7 +59,7 @@ class FastPolicy:
     costs microseconds. `fallbacks` counts the near-tie steps that went through
     `policy.predict` (see module doc). After `record_episode()`, `final_accounts` holds the
     account at the episode's last bar, from which the next order would be decided
-    (`training.next_order`), or None when the episode was terminated.
+    (`training.evaluation.next_order`), or None when the episode was terminated.
     """
 
     def __init__(
@@ -111,7 +111,7 @@ class FastPolicy:
         return self._action.copy()
 
     def record_episode(self) -> pd.DataFrame:
-        """The agent's episode over the core's range as `training.rollout.record_episode` gives it.
+        """The agent's episode over the core's range, as `rollout.record_episode` would give it.
 
         The episode starts at the first decision bar, as a `TradingEnv` on this core built with
         ``random_start=False`` does, and runs until it is truncated or terminated. Steps run in

@@ -1,30 +1,31 @@
-"""SB3 callbacks: per-head and trading TensorBoard logs, validation, atomic checkpoints.
+"""SB3 callbacks: per-head and trading TensorBoard logs, validation, checkpoints, head importance.
 
 TensorBoard tags are grouped by namespace:
 `heads/<direction|leverage|risk>/...` (one rollout's actions), `trading/...` (training episodes),
-`eval/...` (the validation range), next to SB3's own `train/...`, `rollout/...`, `time/...`.
+`eval/...` (the validation range), `attention/importance/...` (head importance), next to SB3's
+own `train/...`, `rollout/...`, `time/...`.
 """
 
 from __future__ import annotations
 
-import json
+import warnings
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import HParam
+from stable_baselines3.common.logger import HParam, Image
 
 from envs import EnvConfig, TradingEnv
-from training.atomic import write_json_atomic
-from training.fast_inference import FastPolicy
-from training.metrics import record_metrics
-from training.run_dir import RunDir, save_model_atomic
+from envs.config import HEAD_NAMES
+from training.attention.importance import batch_from_rollout, head_importance
+from training.attention.plots import figure_array, importance_figure
+from training.evaluation.validation import validate
+from training.run.folder import RunDir, save_model_atomic
 
-HEADS = ("direction", "leverage", "risk")
-_HISTOGRAM_ONLY = ("stdout", "log", "json", "csv")  # histograms go to TensorBoard alone
+IMPORTANCE_NAMESPACE = "attention/importance"
+_TENSORBOARD_ONLY = ("stdout", "log", "json", "csv")  # histograms and images: TensorBoard alone
 # Rollout observations used to measure each head's mean entropy: enough for a smooth curve.
 # 2,048 (a default-config rollout) took 80-210 ms a rollout on 2 cores, 8-20% of training time;
 # 512 take 11-17 ms.
@@ -50,8 +51,8 @@ class HeadMonitor(BaseCallback):
         actions = buffer.actions.reshape(-1, 3).astype(np.int64)  # [n_steps * n_envs, 3]
         config = self.env_config
         direction, leverage, risk = actions[:, 0], actions[:, 1], actions[:, 2]
-        for name, column in zip(HEADS, actions.T, strict=True):
-            self.logger.record(f"heads/{name}/actions", column, exclude=_HISTOGRAM_ONLY)
+        for name, column in zip(HEAD_NAMES, actions.T, strict=True):
+            self.logger.record(f"heads/{name}/actions", column, exclude=_TENSORBOARD_ONLY)
         for index, label in enumerate(config.direction_names):
             self.logger.record(f"heads/direction/share_{label}", float(np.mean(direction == index)))
         in_position = direction != config.flat_direction_index
@@ -86,7 +87,8 @@ class HeadMonitor(BaseCallback):
 class TradingMonitor(BaseCallback):
     """Averages the trading summaries of training episodes that ended in a rollout: `trading/...`.
 
-    Episode return, Sharpe, max drawdown, turnover, costs, stops and liquidations.
+    Episode return, Sharpe, max drawdown, turnover, costs, stops and liquidations. An episode
+    without volatility has no Sharpe ratio (NaN): the mean is over the episodes that have one.
     """
 
     def __init__(self) -> None:
@@ -104,8 +106,10 @@ class TradingMonitor(BaseCallback):
     def _on_rollout_end(self) -> None:
         if not self._episodes:
             return
-        for key, values in self._episodes.items():
-            self.logger.record(f"trading/{key}", float(np.mean(values)))
+        with warnings.catch_warnings():  # a key that is NaN in every episode averages to NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for key, values in self._episodes.items():
+                self.logger.record(f"trading/{key}", float(np.nanmean(values)))
         self.logger.record("trading/episodes", len(self._episodes["steps"]))
         self._episodes.clear()
 
@@ -135,46 +139,22 @@ class PeriodicCallback(BaseCallback):
 
 
 class ValidationCallback(PeriodicCallback):
-    """Every `every` timesteps, backtest the deterministic policy on the validation range.
+    """Every `every` timesteps, a validation pass (`training.evaluation.validation.validate`).
 
-    The backtest is `FastPolicy.record_episode` (the actions of ``model.predict(obs,
-    deterministic=True)``, the trunk batched over the range). Logs `eval/<metric>`, appends to
-    `validation.json`, and saves `best_model.zip` atomically whenever the validation Sharpe
-    improves.
+    It backtests the deterministic policy on the validation range, keeps `best_model.zip` and
+    `validation.json` in `run`, and logs the metrics under `eval/<metric>`.
     """
 
     def __init__(self, env: TradingEnv, run: RunDir, every: int) -> None:
         super().__init__(every)
         self.env = env
         self.run = run
-        self.best_sharpe = -np.inf
-        self.history: list[dict[str, float]] = []
-
-    def _init_callback(self) -> None:
-        super()._init_callback()
-        if self.run.validation_history.exists():
-            self.history = json.loads(self.run.validation_history.read_text())
-            sharpes = [h["sharpe"] for h in self.history if h.get("sharpe") is not None]
-            self.best_sharpe = max(sharpes, default=-np.inf)
 
     def _on_step(self) -> bool:
         if self._due():
-            self.evaluate()
+            for key, value in validate(self.model, self.env, self.run).items():
+                self.logger.record(f"eval/{key}", float(value))
         return True
-
-    def evaluate(self) -> dict[str, float]:
-        """Run the validation backtest now; log it; keep the best model."""
-        record = FastPolicy(self.model.policy, self.env.core).record_episode()
-        metrics = record_metrics(record, bars_per_year=self.env.core.bars_per_year)
-        for key, value in metrics.items():
-            self.logger.record(f"eval/{key}", float(value))
-        sharpe = float(metrics["sharpe"])
-        if np.isfinite(sharpe) and sharpe > self.best_sharpe:
-            self.best_sharpe = sharpe
-            save_model_atomic(self.model, self.run.best_model)
-        self.history.append({"timesteps": self.num_timesteps, **metrics})
-        write_json_atomic(self.run.validation_history, self.history)
-        return metrics
 
 
 class AtomicCheckpoint(PeriodicCallback):
@@ -202,7 +182,7 @@ class HyperParameters(BaseCallback):
 
     def _on_training_start(self) -> None:
         metrics = {"eval/sharpe": 0.0, "trading/return_pct": 0.0}
-        self.logger.record("hparams", HParam(self.flat_config, metrics), exclude=_HISTOGRAM_ONLY)
+        self.logger.record("hparams", HParam(self.flat_config, metrics), exclude=_TENSORBOARD_ONLY)
 
     def _on_step(self) -> bool:
         return True
@@ -220,6 +200,42 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def tensorboard_dir(run: RunDir) -> Path:
-    """The folder SB3 writes the events of this run to (continued on resume)."""
-    return run.tensorboard / "train_1"
+class HeadImportanceCallback(PeriodicCallback):
+    """Every `every` timesteps, logs each head's importance on the rollout just collected.
+
+    Scalars ``attention/importance/<target>/layer<l>_head<h>`` (l, h from 0, as in `head_gates[l,
+    h]`; targets in `training.attention.importance.TARGETS`) hold the raw ``E|dL/dxi|`` on up to
+    `sample_size` transitions of the rollout, with the rollout's own advantages and returns (SB3 has
+    computed them when a rollout ends), the model's `ent_coef` and `vf_coef`. With `image`, the
+    heatmap of `training.attention.plots.importance_figure` goes under
+    ``attention/importance/heatmap``.
+    """
+
+    def __init__(self, every: int, sample_size: int = 1024, image: bool = True) -> None:
+        super().__init__(every)
+        self.sample_size = sample_size
+        self.image = image
+
+    def _on_rollout_end(self) -> None:
+        if not self._due():
+            return
+        rng = np.random.default_rng(self.num_timesteps)
+        batch = batch_from_rollout(self.model.rollout_buffer, self.sample_size, rng)
+        importance = head_importance(
+            self.model.policy,
+            batch,
+            ent_coef=float(self.model.ent_coef),
+            vf_coef=float(self.model.vf_coef),
+            normalize_advantage=self.model.normalize_advantage,
+        )
+        for target, values in importance.items():
+            for (layer, head), value in np.ndenumerate(values):
+                if np.isfinite(value):
+                    tag = f"{IMPORTANCE_NAMESPACE}/{target}/layer{layer}_head{head}"
+                    self.logger.record(tag, float(value))
+        if self.image:
+            figure = importance_figure(importance, f"E|dL/dxi| at {self.num_timesteps:,} steps")
+            picture = Image(figure_array(figure), "HWC")
+            self.logger.record(
+                f"{IMPORTANCE_NAMESPACE}/heatmap", picture, exclude=_TENSORBOARD_ONLY
+            )

@@ -1,4 +1,4 @@
-"""Backtest metrics: a per-bar record (see `training.rollout`) -> trades -> named metrics.
+"""Backtest metrics: a per-bar record (`training.evaluation.rollout`) -> trades -> named metrics.
 
 Two pure functions, in the manner of backtesting.py's `_stats.py`:
 
@@ -28,7 +28,8 @@ import math
 import numpy as np
 import pandas as pd
 
-SIDE_OF_DIRECTION = {"short": -1.0, "flat": 0.0, "long": 1.0}  # `direction` label -> side
+from envs.config import DIRECTION_SIDES
+from envs.sharpe import sharpe_ratio
 
 TRADE_COLUMNS = (
     "entry_time", "exit_time", "side", "entry_price", "exit_price", "bars", "pnl", "return_pct",
@@ -64,7 +65,7 @@ def _sides(record: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Side held before each bar and between its open fill and any exit (-1, 0, +1)."""
     after = np.sign(record["position"].to_numpy(dtype=float))
     before = np.concatenate([[0.0], after[:-1]])
-    ordered = record["direction"].map(SIDE_OF_DIRECTION).to_numpy(dtype=float)  # NaN on row 0
+    ordered = record["direction"].map(DIRECTION_SIDES).to_numpy(dtype=float)  # NaN on row 0
     has_order = record["order_fill"].notna().to_numpy()
     has_exit = record["exit_fill"].notna().to_numpy()
     # A stop or liquidation exit leaves the bar flat, so the side it exited is the one the open
@@ -216,18 +217,15 @@ def _cagr(growth: float, years: float) -> float:
 
 
 def _sharpe(returns: np.ndarray, risk_free_per_bar: float, bars_per_year: float) -> float:
-    """Annualised Sharpe ratio of per-bar returns; NaN at zero volatility (or < 2 returns).
+    """Annualised Sharpe ratio of per-bar returns, as `envs.sharpe` defines it for the env too.
 
-    The arithmetic definition, mean excess / std * sqrt(bars_per_year). backtesting.py divides
-    the geometric annualised return by its own annualised volatility; the two agree for small
-    per-bar returns.
+    NaN at zero volatility (or < 2 returns). backtesting.py divides the geometric annualised
+    return by its own annualised volatility; the two agree for small per-bar returns.
     """
     if len(returns) < 2:
         return math.nan
-    # The std of the returns themselves: subtracting the constant rate would only add rounding.
-    std = float(np.std(returns, ddof=1))
     excess = float(np.mean(returns)) - risk_free_per_bar
-    return excess / std * math.sqrt(bars_per_year) if std > 0 else math.nan
+    return sharpe_ratio(excess, float(np.std(returns, ddof=1)), bars_per_year)
 
 
 def _sortino(returns: np.ndarray, risk_free_per_bar: float, bars_per_year: float) -> float:

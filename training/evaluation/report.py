@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from training.metrics import SIDE_OF_DIRECTION
+from envs.config import DIRECTION_SIDES
 
 AGENT = "agent"
 
@@ -43,7 +43,7 @@ def render_report(records: dict[str, pd.DataFrame], title: str) -> bytes:
     equity_ax.set_title(title)
     drawdown_ax.set_ylabel("drawdown %")
 
-    side = agent["direction"].map(SIDE_OF_DIRECTION)  # NaN on row 0: no action yet
+    side = agent["direction"].map(DIRECTION_SIDES)  # NaN on row 0: no action yet
     in_position = side.fillna(0.0) != 0
     steps = dict(drawstyle="steps-pre", linewidth=1.0, color="tab:blue")
     direction_ax.plot(time, side, **steps)

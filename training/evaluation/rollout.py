@@ -15,9 +15,9 @@ from envs.core import TradingCore
 Policy = Callable[[dict[str, np.ndarray]], np.ndarray]  # observation -> action [3]
 
 _FILLS = ex.OUTCOME_NAMES[ex.ORDER_FILL : ex.EXIT_FILL + 1]  # order_fill, exit_fill
-_COSTS = ex.OUTCOME_NAMES[ex.TRADED_NOTIONAL : ex.BORROW + 1]  # traded_notional .. borrow
+_COSTS = ex.OUTCOME_NAMES[ex.TRADED_NOTIONAL : ex.COSTS + 1]  # traded_notional .. costs
 _FLAGS = ex.OUTCOME_NAMES[ex.STOP_HIT : ex.BANKRUPT + 1]  # stop_hit, liquidated, bankrupt
-_NUMERIC = (*_FILLS, *_COSTS, "costs")  # "costs": the sum of the four charges
+_NUMERIC = (*_FILLS, *_COSTS)
 RECORD_COLUMNS = (
     "timestamp",
     "price",
@@ -98,7 +98,6 @@ def record_from_arrays(
         return np.concatenate([np.asarray([start], dtype=values.dtype), values])
 
     out = {name: outcomes[:, index] for index, name in enumerate(ex.OUTCOME_NAMES)}
-    costs = out["commission"] + out["slippage"] + out["financing"] + out["borrow"]
     record = {
         "timestamp": core.timestamps[bars],
         "price": closes,
@@ -110,7 +109,6 @@ def record_from_arrays(
         "risk": column(core.risks[actions[:, 2]], np.nan),
         **{name: column(out[name], np.nan) for name in _FILLS},
         **{name: column(out[name], 0.0) for name in _COSTS},
-        "costs": column(costs, 0.0),
         **{name: column(out[name] > 0, False) for name in _FLAGS},
     }
     return pd.DataFrame(record, columns=list(RECORD_COLUMNS))

@@ -1,0 +1,1 @@
+"""Attention-head analysis: importance, pruning, attention maps and their pictures."""

@@ -1,0 +1,1 @@
+"""Evaluation of trained agents: backtests, fast inference, baselines, metrics, reports."""

@@ -1,0 +1,99 @@
+"""The one training path: torch set-up, the PPO model and its `learn` call on a range of bars.
+
+`training.train` (a run with checkpoints and validation) and `training.walkforward` (one model per
+fold) both train through `fit`; they differ only in the callbacks they add and in whether a
+checkpoint is resumed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.utils import set_random_seed
+from stable_baselines3.common.vec_env import VecEnv, VecMonitor
+
+from agent import MultiHeadPolicy
+from envs import BatchedTradingEnv, MarketData
+from training.config import RunConfig
+from training.run.callbacks import HeadMonitor, TradingMonitor
+from training.run.folder import RunDir
+
+TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, continued on resume
+
+
+def prepare_torch(cfg: RunConfig) -> None:
+    """Seed Python, NumPy and torch, and set torch's CPU threads when `train.threads` is set."""
+    set_random_seed(cfg.train.seed)
+    if cfg.train.threads is not None:
+        torch.set_num_threads(cfg.train.threads)
+
+
+def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
+    """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`."""
+    ppo = dataclasses.asdict(cfg.ppo)
+    ppo.pop("n_envs")
+    policy_kwargs = dict(
+        trunk=dataclasses.asdict(cfg.trunk),
+        flat_direction_index=cfg.env.flat_direction_index,
+        conditional_heads=cfg.policy.conditional_heads,
+        head_hidden=cfg.policy.head_hidden,
+        account_dim=cfg.policy.account_dim,
+        use_bf16=cfg.policy.bf16,
+    )
+    return PPO(
+        MultiHeadPolicy,
+        env,
+        policy_kwargs=policy_kwargs,
+        seed=cfg.train.seed,
+        device=cfg.policy.device,
+        tensorboard_log=str(run.tensorboard),
+        verbose=0,
+        **ppo,
+    )
+
+
+def fit(
+    cfg: RunConfig,
+    market: MarketData,
+    bars: range,
+    run: RunDir,
+    *,
+    callbacks: Sequence[BaseCallback] = (),
+    checkpoint: Path | None = None,
+) -> PPO:
+    """A model trained on the bars `bars` of `market` up to `cfg.train.total_timesteps`.
+
+    `cfg.ppo.n_envs` accounts step together (`BatchedTradingEnv`, seeded with `train.seed`).
+    The model is fresh, or continued from `checkpoint` in the same TensorBoard run. The per-head
+    and trading monitors (`heads/...`, `trading/...`) always log; `callbacks` run after them.
+    TensorBoard logs go to `run.tensorboard`; nothing is saved here.
+    """
+    env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=bars)
+    env.seed(cfg.train.seed)
+    monitored = VecMonitor(env)
+    if checkpoint is None:
+        model = build_model(cfg, monitored, run)
+    else:
+        model = PPO.load(
+            checkpoint,
+            env=monitored,
+            device=cfg.policy.device,
+            tensorboard_log=str(run.tensorboard),
+        )
+        print(f"resuming from {checkpoint} at {model.num_timesteps:,} timesteps")
+    remaining = cfg.train.total_timesteps - model.num_timesteps
+    if remaining > 0:
+        model.learn(
+            remaining,
+            callback=CallbackList([HeadMonitor(cfg.env), TradingMonitor(), *callbacks]),
+            tb_log_name=TB_RUN_NAME,
+            reset_num_timesteps=checkpoint is None,
+            progress_bar=cfg.train.progress_bar,
+            log_interval=cfg.train.log_interval,
+        )
+    return model
