@@ -32,10 +32,12 @@ class TrunkConfig:
 
     `heads_per_layer` is written by head pruning (`agent.pruning`): the number of heads each block
     still has, so a pruned model rebuilds with the smaller projections when `PPO.load` reads it.
+
+    The window length and the features per bar are not configured here: the trunk reads them from
+    the observation space (`MarketAccountExtractor`), which the env builds from `env.window` and
+    the data's feature columns.
     """
 
-    window: int = 64  # bars in the market window (sequence length); set from the env
-    n_features: int = 5  # features per bar; set from the env
     d_model: int = 64  # width of the residual stream
     n_heads: int = 4  # attention heads per layer (d_model must be divisible by it)
     n_layers: int = 2  # transformer blocks (deep_single_head: n_layers * n_heads blocks)
@@ -95,7 +97,6 @@ class TrunkConfig:
         deep = self.layout == "deep_single_head"
         per_layer = self.heads_per_layer
         return [
-            ("n_features", self.n_features >= 1, "an integer >= 1"),
             ("n_heads", heads >= 1, "an integer >= 1"),
             ("d_model", self.d_model >= 1, "an integer >= 1"),
             (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -13,6 +12,10 @@ from torch import nn
 from agent.attention import init_linear
 from agent.config import TrunkConfig
 from agent.trunk import AttentionTrunk
+
+# Keys of the trunk dict in the `policy_kwargs` of models saved before the trunk read them from
+# the observation space, which decided them then too: they are dropped.
+_FROM_THE_SPACE = ("window", "n_features")
 
 
 class MarketAccountExtractor(BaseFeaturesExtractor):
@@ -27,8 +30,8 @@ class MarketAccountExtractor(BaseFeaturesExtractor):
     Args:
         observation_space: Dict space with Box entries "market" (window, n_features) and
             "account" (n_account,).
-        trunk: `TrunkConfig` or a dict of its fields; `window` and `n_features` are always taken
-            from the observation space.
+        trunk: `TrunkConfig` or a dict of its fields. The window and the features per bar are
+            the observation space's.
         account_dim: width of the account MLP.
         use_bf16: run the trunk under bfloat16 autocast when its input is on CUDA (ignored on
             CPU); the features are cast back to float32 for the heads.
@@ -43,11 +46,12 @@ class MarketAccountExtractor(BaseFeaturesExtractor):
     ) -> None:
         window, n_features = observation_space["market"].shape
         (n_account,) = observation_space["account"].shape
-        config = trunk if isinstance(trunk, TrunkConfig) else TrunkConfig(**(trunk or {}))
-        config = dataclasses.replace(config, window=window, n_features=n_features)
-        super().__init__(observation_space, features_dim=config.d_model + account_dim)
+        if not isinstance(trunk, TrunkConfig):
+            fields = {k: v for k, v in (trunk or {}).items() if k not in _FROM_THE_SPACE}
+            trunk = TrunkConfig(**fields)
+        super().__init__(observation_space, features_dim=trunk.d_model + account_dim)
         self.use_bf16 = use_bf16
-        self.trunk = AttentionTrunk(config)
+        self.trunk = AttentionTrunk(trunk, window, n_features)
         self.account_mlp = nn.Sequential(
             nn.Linear(n_account, account_dim),
             nn.GELU(),
@@ -56,7 +60,7 @@ class MarketAccountExtractor(BaseFeaturesExtractor):
         )
         for module in self.account_mlp:
             if isinstance(module, nn.Linear):
-                init_linear(module, config.init)
+                init_linear(module, trunk.init)
 
     def market_latent(self, market: torch.Tensor) -> torch.Tensor:
         """The market half of the features: windows [B, W, F] -> float32 [B, d_model]."""

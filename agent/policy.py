@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -12,10 +13,32 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import Schedule
+from torch import nn
 
 from agent.distribution import MultiHeadDistribution
 from agent.extractor import MarketAccountExtractor
 from agent.heads import DecisionHeads
+
+# Head activations a compiled copy of the policy implements, by the name it is given there.
+HEAD_ACTIVATIONS: dict[type[nn.Module], str] = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.GELU: "gelu"}
+
+
+@dataclass(frozen=True)
+class PostTrunkArrays:
+    """The deterministic policy after the trunk, as float64 NumPy copies of its parameters.
+
+    What a compiled copy of the policy needs (`training.evaluation.fast_inference`). With
+    ``features = [trunk(market) (market_dim), account_mlp(account)]``, each decision head k
+    computes ``logits_k = W_k^out act(W_k^in features + b_k^in) + b_k^out`` and its
+    deterministic action is the argmax of `logits_k`. Weights are in torch's [out, in] layout.
+    """
+
+    account_mlp: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # w1, b1, w2, b2 (GELUs)
+    hidden_weight: np.ndarray  # [3H, market_dim + D] the heads' W^in stacked: direction, lev, risk
+    hidden_bias: np.ndarray  # [3H] their b^in
+    logits: tuple[tuple[np.ndarray, np.ndarray], ...]  # per head: W^out [n_k, H], b^out [n_k]
+    activation: str  # of the heads' hidden layers: "tanh", "relu" or "gelu" (exact)
+    market_dim: int  # the trunk's output width: the first columns of `hidden_weight` read it
 
 
 class MultiHeadPolicy(ActorCriticPolicy):
@@ -47,7 +70,8 @@ class MultiHeadPolicy(ActorCriticPolicy):
         observation_space: Dict space with "market" (window, n_features) and "account" (A,).
         action_space: MultiDiscrete([n_direction, n_leverage, n_risk]).
         lr_schedule: learning-rate schedule (SB3 passes it).
-        trunk: `TrunkConfig` fields as a dict (window and n_features come from the space).
+        trunk: `TrunkConfig` fields as a dict (the window and the features per bar are the
+            observation space's).
         account_dim: width of the account-state MLP.
         head_hidden: hidden width of each decision head.
         flat_direction_index: direction level meaning flat (1 for short/flat/long, 0 for
@@ -130,7 +154,56 @@ class MultiHeadPolicy(ActorCriticPolicy):
     @property
     def decision_heads(self) -> DecisionHeads:
         """The `direction`, `leverage` and `risk` heads (SB3 calls this module `action_net`)."""
-        return self.action_net
+        heads = self.action_net
+        assert isinstance(heads, DecisionHeads)  # built by `MultiHeadDistribution`
+        return heads
+
+    def check_composition(self) -> None:
+        """Raise `ValueError` unless the forward after the trunk is what `PostTrunkArrays` holds.
+
+        That is: no policy layers between the features and the heads, an account MLP of
+        Linear, exact GELU, Linear, exact GELU, and a head activation in `HEAD_ACTIVATIONS`
+        (an exact GELU). A copy computing that composition then takes the same actions.
+        """
+        account_mlp = self.features_extractor.account_mlp
+        layers = [type(module) for module in account_mlp]
+        activation = self.decision_heads.direction.activation
+        problems = [
+            (len(self.mlp_extractor.policy_net) != 0, "policy layers between features and heads"),
+            (layers != [nn.Linear, nn.GELU, nn.Linear, nn.GELU], f"an account MLP {layers}"),
+            (any(m.approximate != "none" for m in account_mlp if isinstance(m, nn.GELU)),
+             "a tanh-approximated GELU"),
+            (type(activation) not in HEAD_ACTIVATIONS,
+             f"head activation {type(activation).__name__}"),
+            (isinstance(activation, nn.GELU) and activation.approximate != "none",
+             "a tanh-approximated GELU"),
+        ]  # fmt: skip
+        for failed, what in problems:
+            if failed:
+                raise ValueError(f"a compiled copy of the policy does not support {what}")
+
+    def post_trunk_arrays(self) -> PostTrunkArrays:
+        """The parameters after the trunk as `PostTrunkArrays` (checked: `check_composition`)."""
+        self.check_composition()
+        first, second = (
+            self.features_extractor.account_mlp[0],
+            self.features_extractor.account_mlp[2],
+        )
+        heads = self.decision_heads
+        head_list = (heads.direction, heads.leverage, heads.risk)
+        return PostTrunkArrays(
+            account_mlp=(
+                _float64(first.weight),
+                _float64(first.bias),
+                _float64(second.weight),
+                _float64(second.bias),
+            ),
+            hidden_weight=_float64(torch.cat([head.hidden.weight for head in head_list])),
+            hidden_bias=_float64(torch.cat([head.hidden.bias for head in head_list])),
+            logits=tuple((_float64(h.logits.weight), _float64(h.logits.bias)) for h in head_list),
+            activation=HEAD_ACTIVATIONS[type(head_list[0].activation)],
+            market_dim=self.features_extractor.trunk.output_dim,
+        )
 
     def head_distributions(
         self, obs: dict[str, torch.Tensor] | dict[str, np.ndarray]
@@ -144,3 +217,8 @@ class MultiHeadPolicy(ActorCriticPolicy):
         if not all(isinstance(value, torch.Tensor) for value in obs.values()):
             obs, _ = self.obs_to_tensor(obs)
         return copy.copy(self.get_distribution(obs))
+
+
+def _float64(tensor: torch.Tensor) -> np.ndarray:
+    """A float64 NumPy copy of a parameter (or of parameters concatenated)."""
+    return tensor.detach().to("cpu", torch.float64).numpy().copy()

@@ -43,7 +43,7 @@ def prune_trunk(trunk: AttentionTrunk, keep: torch.Tensor) -> AttentionTrunk:
     heads = kept_heads(trunk, keep)
     config = dataclasses.replace(trunk.config, heads_per_layer=tuple(len(h) for h in heads))
     with torch.random.fork_rng(devices=[]):  # the new trunk's own init draws are discarded
-        pruned = AttentionTrunk(config)
+        pruned = AttentionTrunk(config, trunk.window, trunk.n_features)
     state = trunk.state_dict()
     gates = torch.ones_like(trunk.head_gates)  # [n_blocks, heads_per_block]
     for layer, (block, kept) in enumerate(zip(trunk.blocks, heads, strict=True)):

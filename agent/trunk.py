@@ -56,8 +56,11 @@ class AttentionTrunk(nn.Module):
     batch) or `sample_gate_gradients()` (one dL_b/dxi per sample b).
     """
 
-    def __init__(self, config: TrunkConfig) -> None:
+    def __init__(self, config: TrunkConfig, window: int, n_features: int) -> None:
+        """A trunk of shape `config` over windows of `window` bars of `n_features` features."""
         super().__init__()
+        if window < 1 or n_features < 1:
+            raise ValueError(f"need window >= 1 and n_features >= 1, got {window}, {n_features}")
         for key, ok, expected in config.problems():
             if not ok:
                 raise ValueError(f"trunk.{key}: expected {expected}, got {getattr(config, key)!r}")
@@ -65,8 +68,10 @@ class AttentionTrunk(nn.Module):
             if getattr(config, key) not in allowed:
                 raise ValueError(f"{key} must be one of {allowed}, got {getattr(config, key)!r}")
         self.config = config
-        n_tokens = config.window + (1 if config.pooling == "cls" else 0)
-        self.input_proj = nn.Linear(config.n_features, config.d_model)
+        self.window = window  # bars per market window (from the observation space)
+        self.n_features = n_features  # features per bar (from the observation space)
+        n_tokens = window + (1 if config.pooling == "cls" else 0)
+        self.input_proj = nn.Linear(n_features, config.d_model)
         self.pos_emb = nn.Parameter(torch.empty(n_tokens, config.d_model))
         self.cls_token = (
             nn.Parameter(torch.empty(1, 1, config.d_model)) if config.pooling == "cls" else None
@@ -85,7 +90,7 @@ class AttentionTrunk(nn.Module):
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, mean=0.0, std=0.02)
         if config.residual == "admin":
-            self.admin_init_(admin_profiling_batch(config))
+            self.admin_init_(admin_profiling_batch(window, n_features))
 
     def set_head_gates(self, gates: torch.Tensor) -> None:
         """Copy `gates` [n_blocks, heads_per_block] into `head_gates` (0 masks a head, 1 keeps)."""
@@ -198,10 +203,10 @@ class AttentionTrunk(nn.Module):
             x, ratio = block.admin_init_(x, ratio)
 
 
-def admin_profiling_batch(config: TrunkConfig) -> torch.Tensor:
+def admin_profiling_batch(window: int, n_features: int) -> torch.Tensor:
     """Standard-normal market windows [ADMIN_PROFILE_BATCH, window, n_features], fixed seed."""
     generator = torch.Generator().manual_seed(ADMIN_PROFILE_SEED)
-    shape = (ADMIN_PROFILE_BATCH, config.window, config.n_features)
+    shape = (ADMIN_PROFILE_BATCH, window, n_features)
     return torch.randn(shape, generator=generator)
 
 

@@ -22,7 +22,6 @@ Usage: python benchmarks/backtest_throughput.py [--data CSV] [--ticker T] [--thr
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import tempfile
 import time
@@ -32,7 +31,6 @@ import torch
 from machine import cpu_model
 
 from envs import BatchedTradingEnv, TradingEnv, load_market_data
-from envs.features import FEATURE_NAMES
 from training.config import DEFAULT_CONFIG_PATH, load_config
 from training.evaluation.backtest import record_strategy
 from training.evaluation.baselines import flat
@@ -67,7 +65,6 @@ def main() -> None:
         print(f"model: {loaded.path}")
     else:
         cfg = load_config(DEFAULT_CONFIG_PATH, ["policy.device=cpu"])
-        cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
         with tempfile.TemporaryDirectory() as folder:
             env = BatchedTradingEnv(market, cfg.env, n_envs=2)
             model = build_model(cfg, env, RunDir(Path(folder)))

@@ -50,7 +50,6 @@ from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecMonitor
 
 from envs import BatchedTradingEnv, MarketData, TradingEnv, load_market_data
-from envs.features import FEATURE_NAMES
 from envs.splits import Splits
 from training.config import RunConfig, add_config_arguments, load_config
 from training.evaluation.backtest import agent_metrics
@@ -59,7 +58,7 @@ from training.run.folder import RunDir
 from training.run.session import build_model
 
 SMALL_TRUNK = [
-    "env.window=16",  # trunk.window follows it
+    "env.window=16",  # the trunk reads the env's window
     "trunk.d_model=16",
     "trunk.n_heads=2",
     "trunk.n_layers=1",
@@ -232,7 +231,6 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     base = load_config(args.config, SMALL_TRUNK + args.overrides)
-    base.trunk = dataclasses.replace(base.trunk, n_features=len(FEATURE_NAMES))
     cores = len(os.sched_getaffinity(0))
     print("# Conditional heads ablation")
     print(f"date (UTC): {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S}")
@@ -243,7 +241,7 @@ def main() -> None:
     )
     t, p = base.trunk, base.ppo
     print(
-        f"trunk: window {t.window}, d_model {t.d_model}, n_heads {t.n_heads}, "
+        f"trunk: window {base.env.window}, d_model {t.d_model}, n_heads {t.n_heads}, "
         f"n_layers {t.n_layers}; ppo: n_envs {p.n_envs}, n_steps {p.n_steps}, "
         f"batch_size {p.batch_size}, n_epochs {p.n_epochs}, ent_coef {p.ent_coef}; "
         f"{args.timesteps:,} timesteps per run, seeds 0..{args.seeds - 1}"

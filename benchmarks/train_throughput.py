@@ -78,7 +78,6 @@ from torch.utils.flop_counter import (
     sdpa_flop_count,
 )
 
-from agent.config import TrunkConfig
 from agent.trunk import AttentionTrunk
 from envs import BatchedTradingEnv
 from envs.features import FEATURE_NAMES
@@ -246,14 +245,15 @@ def time_ppo(models: dict[str, PPO], rollouts: int, warmup: int) -> list[PPOTimi
 # --- trunk FLOP/s -----------------------------------------------------------------------------
 
 
-def trunk_step_flops(config: TrunkConfig, batch: int) -> int | None:
+def trunk_step_flops(trunk: AttentionTrunk, batch: int) -> int | None:
     """Analytic matmul FLOPs of one trunk forward + backward (module docstring), or None.
 
     None where the formula does not apply: collaborative attention, or a cls token.
     """
+    config = trunk.config
     if config.attention != "standard" or config.pooling == "cls":
         return None
-    t, f, d = config.window, config.n_features, config.d_model
+    t, f, d = trunk.window, trunk.n_features, config.d_model
     input_projection = batch * t * 2 * f * d
     forward, recomputed = input_projection, 0
     blocks = config.block_heads  # heads of each block
@@ -343,11 +343,11 @@ def report_trunk(
     cfg: RunConfig, device: torch.device, bf16: bool, args: argparse.Namespace
 ) -> None:
     """Time the trunk and the matmuls in alternation; print GFLOP/s and the trunk's share."""
-    t, batch = cfg.trunk, cfg.ppo.batch_size
+    window, batch = cfg.env.window, cfg.ppo.batch_size
     torch.manual_seed(cfg.train.seed)
-    trunk = AttentionTrunk(t).to(device)
-    step = trunk_step(trunk, torch.randn(batch, t.window, t.n_features, device=device), bf16)
-    flops, analytic = counted_flops(step), trunk_step_flops(t, batch)
+    trunk = AttentionTrunk(cfg.trunk, window, len(FEATURE_NAMES)).to(device)
+    step = trunk_step(trunk, torch.randn(batch, window, len(FEATURE_NAMES), device=device), bf16)
+    flops, analytic = counted_flops(step), trunk_step_flops(trunk, batch)
     dtype = torch.bfloat16 if bf16 else torch.float32
     sizes = args.matmul_sizes or ([4096, 8192] if device.type == "cuda" else [1024, 2048])
     matmuls = {size: matmul(size, dtype, device) for size in sizes}
@@ -402,7 +402,6 @@ def main() -> None:
     warnings.filterwarnings("ignore", message=".*primarily intended to run on the CPU.*")
     overrides = [*args.overrides, *([f"policy.device={args.device}"] if args.device else [])]
     cfg = load_config(args.config, overrides)
-    cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(cfg.policy.device)
@@ -415,7 +414,7 @@ def main() -> None:
     print("\n".join(machine_lines(device)))
     print(f"load average before: {load_average()}")
     print(
-        f"config: window {t.window}, d_model {t.d_model}, n_heads {t.n_heads}, n_layers "
+        f"config: window {cfg.env.window}, d_model {t.d_model}, n_heads {t.n_heads}, n_layers "
         f"{t.n_layers}, mlp_ratio {t.mlp_ratio}, pooling {t.pooling}; n_envs {p.n_envs}, "
         f"n_steps {p.n_steps}, batch_size {p.batch_size}, n_epochs {p.n_epochs}; bf16 {bf16}"
     )
@@ -440,7 +439,7 @@ def main() -> None:
         report_ppo(time_ppo(models, args.rollouts, args.warmup), device)
 
     print(
-        f"\n## Trunk forward + backward at the PPO minibatch ({p.batch_size} x {t.window} "
+        f"\n## Trunk forward + backward at the PPO minibatch ({p.batch_size} x {cfg.env.window} "
         f"tokens), alternating with square matmuls, {args.repeats} repeats"
     )
     report_trunk(cfg, device, bf16, args)

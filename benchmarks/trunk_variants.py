@@ -122,11 +122,11 @@ def run_one(cfg: RunConfig, timesteps: int) -> dict[str, float]:
 def forward_times(cfg: RunConfig, batch: int, repeats: int) -> dict[str, float]:
     """Microseconds per trunk forward: whole, half the heads gated off, those heads pruned."""
     torch.manual_seed(0)
-    whole = AttentionTrunk(cfg.trunk).eval()
+    whole = AttentionTrunk(cfg.trunk, cfg.env.window, len(FEATURE_NAMES)).eval()
     keep = torch.arange(whole.head_gates.numel()).reshape(whole.head_gates.shape) % 2 == 0
     gated = copy.deepcopy(whole)
     gated.set_head_gates(keep.float())
-    market = torch.randn(batch, cfg.trunk.window, cfg.trunk.n_features)
+    market = torch.randn(batch, whole.window, whole.n_features)
     trunks = {"whole": whole, "gated": gated, "pruned": prune_trunk(whole, keep)}
     times = {}
     with torch.no_grad():
@@ -208,8 +208,6 @@ def main() -> None:
                                         *(shared if name == "collaborative" else [])])
         for name in args.variants
     }  # fmt: skip
-    for cfg in configs.values():
-        cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
 
     started = time.perf_counter()
     print("## Trunk variants\n")
@@ -221,7 +219,7 @@ def main() -> None:
         f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f} at start  "
     )
     t, p = base.trunk, base.ppo
-    print(f"shape: window {t.window}, d_model {t.d_model}, {t.n_heads} heads x {t.n_layers} "
+    print(f"shape: window {base.env.window}, d_model {t.d_model}, {t.n_heads} heads x {t.n_layers} "
           f"layers, mlp_ratio {t.mlp_ratio}; ppo: {p.n_envs} envs x {p.n_steps} steps, batch "
           f"{p.batch_size}, {p.n_epochs} epochs; {args.timesteps:,} timesteps per run, seeds "
           f"0..{args.seeds - 1}; data {base.data.path}\n")  # fmt: skip

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from envs.market_data import DataError, MarketData, parse_time
@@ -97,4 +96,4 @@ def _first_bar_on_or_after(market: MarketData, name: str, value: str) -> int:
             f"{market.source}: {name}={value} is outside the data "
             f"({pd.Timestamp(first)} .. {pd.Timestamp(last)})"
         )
-    return int(np.searchsorted(market.timestamps, when.to_datetime64(), side="left"))
+    return market.bar_position(when)

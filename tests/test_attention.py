@@ -10,7 +10,8 @@ from agent.attention import SelfAttention
 from agent.config import TrunkConfig
 from agent.trunk import AttentionTrunk
 
-TINY = dict(window=8, n_features=3, d_model=16, n_heads=2, n_layers=1)
+TINY = dict(d_model=16, n_heads=2, n_layers=1)
+DATA = dict(window=8, n_features=3)  # the shape of the market windows the trunk reads
 
 
 def tiny_config(**overrides) -> TrunkConfig:
@@ -32,7 +33,7 @@ def reference_heads(attn: SelfAttention, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("pooling", ["last", "mean", "cls"])
 @pytest.mark.parametrize("init", ["xavier", "normal"])
 def test_trunk_output_shape(pooling, init):
-    trunk = AttentionTrunk(tiny_config(pooling=pooling, init=init, n_layers=2))
+    trunk = AttentionTrunk(tiny_config(pooling=pooling, init=init, n_layers=2), **DATA)
     out = trunk(torch.randn(5, 8, 3))
     assert out.shape == (5, 16)
     assert trunk.output_dim == 16
@@ -48,7 +49,7 @@ def test_sdpa_matches_softmax_attention():
 
 def test_attention_is_not_causal():
     torch.manual_seed(0)
-    trunk = AttentionTrunk(tiny_config(pooling="last"))
+    trunk = AttentionTrunk(tiny_config(pooling="last"), **DATA)
     x = torch.randn(1, 8, 3)
     x_changed = x.clone()
     x_changed[0, 0] += 1.0  # the oldest bar
@@ -74,7 +75,7 @@ def test_all_ones_gates_equal_the_ungated_path():
     x = torch.randn(4, 8, 16)
     torch.testing.assert_close(attn(x, torch.ones(2)), attn(x))
 
-    trunk = AttentionTrunk(tiny_config(n_layers=2))
+    trunk = AttentionTrunk(tiny_config(n_layers=2), **DATA)
     market = torch.randn(4, 8, 3)
     ungated = trunk(market)
     trunk.set_head_gates(torch.ones(2, 2))
@@ -86,7 +87,7 @@ def test_all_ones_gates_equal_the_ungated_path():
 
 def test_set_head_gates_prunes_and_survives_load_state_dict():
     torch.manual_seed(0)
-    trunk = AttentionTrunk(tiny_config(n_layers=2))
+    trunk = AttentionTrunk(tiny_config(n_layers=2), **DATA)
     market = torch.randn(4, 8, 3)
     ungated = trunk(market)
     gates = torch.ones(2, 2)
@@ -95,7 +96,7 @@ def test_set_head_gates_prunes_and_survives_load_state_dict():
     pruned = trunk(market)
     assert not torch.allclose(pruned, ungated)
 
-    restored = AttentionTrunk(tiny_config(n_layers=2))
+    restored = AttentionTrunk(tiny_config(n_layers=2), **DATA)
     restored.load_state_dict(trunk.state_dict())
     torch.testing.assert_close(restored.head_gates, gates)
     torch.testing.assert_close(restored(market), pruned)
@@ -103,7 +104,7 @@ def test_set_head_gates_prunes_and_survives_load_state_dict():
 
 def test_gate_gradients_match_finite_differences():
     torch.manual_seed(0)
-    trunk = AttentionTrunk(tiny_config(n_layers=2)).double()
+    trunk = AttentionTrunk(tiny_config(n_layers=2), **DATA).double()
     market = torch.randn(4, 8, 3, dtype=torch.float64)
     with trunk.gate_gradients() as gates:
         trunk(market).square().sum().backward()
@@ -125,7 +126,7 @@ def test_gate_gradients_match_finite_differences():
 
 def test_xavier_init_bounds_and_zero_biases():
     torch.manual_seed(0)
-    trunk = AttentionTrunk(tiny_config(n_features=16))
+    trunk = AttentionTrunk(tiny_config(), window=8, n_features=16)
     block = trunk.blocks[0]
     d = 16
     weights = {  # name -> (weight, Glorot bound sqrt(6 / (fan_in + fan_out)))
@@ -147,7 +148,7 @@ def test_xavier_init_bounds_and_zero_biases():
 
 def test_normal_init_std():
     torch.manual_seed(0)
-    trunk = AttentionTrunk(tiny_config(d_model=64, n_heads=4, init="normal"))
+    trunk = AttentionTrunk(tiny_config(d_model=64, n_heads=4, init="normal"), **DATA)
     assert trunk.blocks[0].attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.1)
     assert trunk.blocks[0].mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.1)
 
@@ -157,8 +158,6 @@ def test_normal_init_std():
 def test_last_pooling_computes_only_the_last_token_with_the_same_result(residual, attention):
     torch.manual_seed(0)
     config = TrunkConfig(
-        window=8,
-        n_features=5,
         d_model=16,
         n_heads=2,
         n_layers=2,
@@ -166,7 +165,7 @@ def test_last_pooling_computes_only_the_last_token_with_the_same_result(residual
         residual=residual,
         attention=attention,
     )
-    trunk = AttentionTrunk(config).eval()
+    trunk = AttentionTrunk(config, window=8, n_features=5).eval()
     market = torch.randn(4, 8, 5)
     x = trunk.embed(market)
     for block in trunk.blocks:  # every token through every block, then pool the last one

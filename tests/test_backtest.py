@@ -349,7 +349,7 @@ def _sb3_mlp_model(folder: Path) -> Path:
 
 def _other_window(folder: Path) -> Path:
     cfg = load_config(folder / "config.yaml")
-    cfg.env.window = cfg.trunk.window = 32
+    cfg.env.window = 32
     save_config(cfg, folder / "config.yaml")
     return folder / "model.zip"
 

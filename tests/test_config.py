@@ -39,7 +39,7 @@ def error(path: Path | None, text: str | None = None, overrides: tuple[str, ...]
 @pytest.mark.parametrize("name", ["default", "smoke", "gpu"])
 def test_shipped_configs_load(name: str) -> None:
     cfg = load_config(CONFIGS / f"{name}.yaml")
-    assert cfg.trunk.window == cfg.env.window
+    assert not hasattr(cfg.trunk, "window"), "the trunk's window is the env's"
     assert cfg.train.name == name
     raw = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
     assert "window" not in raw.get("trunk", {}), "window is set in env only"
@@ -48,7 +48,7 @@ def test_shipped_configs_load(name: str) -> None:
 def test_shipped_values() -> None:
     assert DEFAULT_CONFIG_PATH == CONFIGS / "default.yaml"
     smoke = load_config(CONFIGS / "smoke.yaml")
-    assert (smoke.env.window, smoke.trunk.window, smoke.env.episode_length) == (16, 16, 64)
+    assert (smoke.env.window, smoke.env.episode_length) == (16, 64)
     assert (smoke.trunk.d_model, smoke.trunk.n_heads, smoke.trunk.n_layers) == (16, 2, 1)
     assert (smoke.ppo.n_envs, smoke.ppo.n_steps, smoke.ppo.batch_size) == (4, 32, 64)
     assert (smoke.train.total_timesteps, smoke.train.progress_bar) == (256, False)
@@ -90,12 +90,15 @@ def test_overrides_parse_yaml_values_and_beat_the_file(tmp_path: Path) -> None:
     assert cfg.data.ticker == "AAPL"
 
 
-def test_env_window_drives_trunk_window() -> None:
+def test_the_trunk_shape_the_data_decides_is_not_a_config_key(tmp_path: Path) -> None:
     cfg = load_config(None, ["env.window=24"])
-    assert cfg.trunk.window == cfg.env.window == 24
-    assert load_config(None, ["env.window=24", "trunk.window=24"]).trunk.window == 24
+    assert cfg.env.window == 24 and "window" not in config_to_dict(cfg)["trunk"]
     message = error(None, overrides=("env.window=24", "trunk.window=48"))
-    assert message.startswith("--set: trunk.window: expected env.window (24), got 48")
+    derived = "not a config key any more, the trunk reads env.window; delete it"
+    assert message == f"--set: trunk.window: {derived}"
+    saved_before = write(tmp_path, "env:\n  window: 16\ntrunk:\n  n_features: 5\n")  # old run
+    message = error(saved_before)
+    assert message.startswith(f"{saved_before}: trunk.n_features: not a config key any more")
 
 
 def test_exponent_numbers_that_pyyaml_reads_as_strings(tmp_path: Path) -> None:
@@ -220,7 +223,6 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
         CONFIGS / "smoke.yaml",
         ["env.leverage_levels=[1, 1.5]", "env.bars_per_year=252", "ppo.target_kl=null"],
     )
-    cfg.trunk = dataclasses.replace(cfg.trunk, n_features=9)  # as the caller does from the data
     path = save_config(cfg, tmp_path / "run" / "config.yaml")
     assert load_config(path) == cfg
     assert [p.name for p in path.parent.iterdir()] == ["config.yaml"]  # no temp file left

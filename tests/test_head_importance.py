@@ -1,6 +1,5 @@
 """Head importance, pruning and attention maps: identities, a short training run, the CLI."""
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -17,7 +16,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from agent.policy import MultiHeadPolicy
 from agent.pruning import prune_policy
 from envs import BatchedTradingEnv, TradingEnv, load_market_data
-from envs.features import FEATURE_NAMES
 from training.attention.importance import (
     TARGETS,
     ImportanceBatch,
@@ -178,7 +176,6 @@ def test_pruned_policy_equals_the_gated_policy(variant):
 
 def test_callback_logs_importance_of_every_head_to_tensorboard(tmp_path):
     cfg = load_config(REPO / "configs/smoke.yaml", ["trunk.n_layers=2"])
-    cfg.trunk = dataclasses.replace(cfg.trunk, n_features=len(FEATURE_NAMES))
     market = load_market_data(cfg.data.resolved_path())
     env = VecMonitor(BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs))
     run = RunDir(tmp_path)

@@ -16,7 +16,8 @@ from training.config import ConfigError, load_config
 from training.train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
-SHAPE = dict(window=8, n_features=3, d_model=16, n_heads=4, n_layers=2)
+SHAPE = dict(d_model=16, n_heads=4, n_layers=2)
+DATA = dict(window=8, n_features=3)  # the shape of the market windows the trunk reads
 VARIANTS = {
     "collaborative": ["trunk.attention=collaborative", "trunk.d_shared=8"],
     "deep_single_head": ["trunk.layout=deep_single_head"],
@@ -74,8 +75,8 @@ def test_attention_weights_are_the_weights_sdpa_applies(attention):
 
 
 def test_deep_single_head_keeps_heads_head_width_and_weight_count():
-    multi = AttentionTrunk(config())
-    deep = AttentionTrunk(config(layout="deep_single_head"))
+    multi = AttentionTrunk(config(), **DATA)
+    deep = AttentionTrunk(config(layout="deep_single_head"), **DATA)
     assert len(deep.blocks) == 8 and all(b.attn.n_heads == 1 for b in deep.blocks)
     assert deep.head_gates.shape == (8, 1) and multi.head_gates.shape == (2, 4)
     assert deep.blocks[0].attn.head_dim == multi.blocks[0].attn.head_dim == 4
@@ -94,8 +95,8 @@ def test_deep_single_head_keeps_heads_head_width_and_weight_count():
 
 def test_admin_omegas_follow_the_profiled_variances():
     torch.manual_seed(0)
-    trunk = AttentionTrunk(config(layout="deep_single_head", residual="admin"))
-    x = trunk.embed(admin_profiling_batch(trunk.config))
+    trunk = AttentionTrunk(config(layout="deep_single_head", residual="admin"), **DATA)
+    x = trunk.embed(admin_profiling_batch(trunk.window, trunk.n_features))
     first = trunk.blocks[0]
     torch.testing.assert_close(first.omega[0], torch.ones(16))  # the first branch: 1
     with torch.no_grad():
@@ -110,7 +111,7 @@ def test_admin_omegas_follow_the_profiled_variances():
 
 def test_post_ln_block_normalises_its_output():
     torch.manual_seed(0)
-    trunk = AttentionTrunk(config(residual="post_ln"))
+    trunk = AttentionTrunk(config(residual="post_ln"), **DATA)
     x = trunk.blocks[0](torch.randn(2, 8, 16))
     torch.testing.assert_close(x.mean(-1), torch.zeros(2, 8), atol=1e-5, rtol=0)
 

@@ -14,10 +14,10 @@ Values are checked against the dataclass type hints:
   text).
 - `X | None`: `null` or an X. `tuple[X, ...]`: a YAML list of X. `Literal[...]`: one of the values.
 
-Rules that span sections live in `_link_sections`: `trunk.window` follows `env.window` (setting
-both to different values is an error). `trunk.n_features` depends on the feature columns built
-from the data, so the caller sets it once the data is loaded
-(`cfg.trunk = dataclasses.replace(cfg.trunk, n_features=...)`).
+What can be derived is not configured: the trunk's window is `env.window` and its features per
+bar are the data's feature columns, both read from the observation space. `trunk.window` and
+`trunk.n_features` (which run folders saved before that still list) are refused with a line
+saying so (`_DERIVED`).
 
 Every mistake raises `ConfigError`, one line naming the source (the file, or `--set`), the dotted
 key and what was expected, e.g. `configs/x.yaml: ppo.n_steps: expected int, got 'abc' (str)`.
@@ -33,7 +33,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -41,6 +41,7 @@ import yaml
 
 from agent.config import TrunkConfig
 from envs.config import EnvConfig
+from envs.market_data import parse_time
 from training.run.atomic import write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +51,10 @@ _T = TypeVar("_T")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _RUN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _OVERRIDE_SOURCE = "--set"
+_DERIVED = {  # keys that once were configured, and where the value comes from now
+    "trunk.window": "the trunk reads env.window",
+    "trunk.n_features": "the trunk reads the data's feature count",
+}
 
 
 class ConfigError(ValueError):
@@ -61,16 +66,6 @@ def _check(section: str, obj: object, checks: Sequence[tuple[str, bool, str]]) -
     for key, ok, expected in checks:
         if not ok:
             raise ValueError(f"{section}.{key}: expected {expected}, got {getattr(obj, key)!r}")
-
-
-def _parse_date(text: str | None) -> datetime | None:
-    """`text` as a naive datetime, or None when it is None or not an ISO date."""
-    if text is None:
-        return None
-    try:
-        return datetime.fromisoformat(text).replace(tzinfo=None)
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -90,7 +85,11 @@ class DataConfig:
 
     def validate(self) -> None:
         """Raise `ValueError` naming the key when a value is out of its range."""
-        val_start, test_start = _parse_date(self.validation_start), _parse_date(self.test_start)
+        # Read as the split will read them (`envs.splits.chronological_split`).
+        val_start, test_start = (
+            None if text is None else parse_time(text)
+            for text in (self.validation_start, self.test_start)
+        )
         _check(
             "data",
             self,
@@ -372,6 +371,10 @@ def _build(
     kwargs: dict[str, Any] = {}
     for name, value in raw.items():
         key = f"{prefix}{name}"
+        if key in _DERIVED:
+            raise ConfigError(
+                f"{where(key)}: {key}: not a config key any more, {_DERIVED[key]}; delete it"
+            )
         if name not in names:
             kind = "key" if prefix else "section"
             peers = [k for k in known if k.count(".") == key.count(".")]
@@ -391,22 +394,6 @@ def _build(
         except _Mismatch:
             raise _type_error(where(key), key, tp, value) from None
     return cls(**kwargs)
-
-
-def _link_sections(cfg: RunConfig, raw: Mapping[str, Any]) -> None:
-    """Apply the rules that span sections (in place), given the raw mapping the user wrote.
-
-    `trunk.window` follows `env.window`; writing a different `trunk.window` is an error. The
-    trunk's own shape and variant fields are checked here too (`TrunkConfig.problems`).
-    `trunk.n_features` is left to the caller, who knows the data's feature columns.
-    """
-    if "window" in (raw.get("trunk") or {}) and cfg.trunk.window != cfg.env.window:
-        raise ValueError(
-            f"trunk.window: expected env.window ({cfg.env.window}), got {cfg.trunk.window}: "
-            "the trunk's window follows env.window, so set env.window only"
-        )
-    cfg.trunk.window = cfg.env.window
-    _check("trunk", cfg.trunk, cfg.trunk.problems())
 
 
 def _read_yaml(path: Path, label: str) -> dict[str, Any]:
@@ -479,7 +466,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
 
     try:
         cfg = _build(RunConfig, raw, "", where, list(_dotted_keys(RunConfig)))
-        _link_sections(cfg, raw)
+        _check("trunk", cfg.trunk, cfg.trunk.problems())  # its shape and variant fields
     except ConfigError:
         raise
     except ValueError as exc:  # a dataclass's own check: "<section>.<key>: expected ..."

@@ -50,7 +50,7 @@ def bar_at(core: TradingCore, date: str) -> int:
     when = parse_time(date, whole_day=True)  # a date: every bar of that day
     if when is None:
         raise DateError(f"--date: expected a date such as 2017-06-30, got {date!r}")
-    bar = int(np.searchsorted(times, when, side="right")) - 1
+    bar = core.market.bar_position(when, end=True) - 1
     if bar < first_allowed:
         raise DateError(
             f"--date {date}: no full window of {core.config.window} bars ends there; "

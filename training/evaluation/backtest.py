@@ -206,14 +206,10 @@ def select_bars(market: MarketData, start: str | None, end: str | None) -> range
     An `end` without a time of day includes that whole day.
     """
     times = market.timestamps
-
-    def position(when: pd.Timestamp, side: str = "left") -> int:
-        return int(np.searchsorted(times, when.to_datetime64(), side=side))
-
-    first = 0 if start is None else position(_parse_time("--start", start))
+    first = 0 if start is None else market.bar_position(_parse_time("--start", start))
     stop = len(market)
     if end is not None:
-        stop = position(_parse_time("--end", end, whole_day=True), side="right")
+        stop = market.bar_position(_parse_time("--end", end, whole_day=True), end=True)
     if stop - first < 2:
         span = f"{pd.Timestamp(times[0])} .. {pd.Timestamp(times[-1])}"
         given = " ".join(

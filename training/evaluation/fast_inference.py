@@ -7,6 +7,8 @@
     action_k = argmax softmax(logits_k)                              (`MultiHeadDistribution.mode`)
 
 (the policy's `mlp_extractor` has no policy layers, so the heads read the features directly).
+The policy hands over the weights after the trunk and checks that its forward is this
+composition (`MultiHeadPolicy.post_trunk_arrays`).
 The trunk, by far the heaviest part, reads only market data, which is known for every bar before
 the backtest starts. So `FastPolicy` runs it once over the windows of all bars of the range, in
 batches, and also precomputes the market half of each head's hidden layer, which is linear in the
@@ -35,7 +37,6 @@ import numba
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 
 from agent import MultiHeadPolicy
 from envs import execution as ex
@@ -46,7 +47,7 @@ from training.evaluation.rollout import ACCOUNT_COLUMNS, record_from_arrays
 # same speed, 1024 20-40% slower, as its activations (~17 MB a layer) leave the cache.
 TRUNK_BATCH = 256
 TIE_TOLERANCE = 1e-5  # logits closer than this (times max(1, |largest logit|)) take the slow path
-_ACTIVATIONS = {nn.Tanh: 0, nn.ReLU: 1, nn.GELU: 2}  # head activations the kernel implements
+_ACTIVATION_CODES = {"tanh": 0, "relu": 1, "gelu": 2}  # `_act`'s code of each head activation
 
 
 class FastPolicy:
@@ -65,35 +66,25 @@ class FastPolicy:
     def __init__(
         self, policy: MultiHeadPolicy, core: TradingCore, batch_size: int = TRUNK_BATCH
     ) -> None:
-        extractor = policy.features_extractor
-        _check_composition(policy)
+        arrays = policy.post_trunk_arrays()  # checks the composition this class reproduces
         policy.set_training_mode(False)
         self.policy = policy
         self.core = core
         self.first_bar = core.first_bar
         self.fallbacks = 0
         self.final_accounts: Accounts | None = None
-        heads = policy.decision_heads
-        head_list = (heads.direction, heads.leverage, heads.risk)
-        d_model = extractor.trunk.output_dim
-        w_in = torch.cat([head.hidden.weight for head in head_list]).detach()  # [3H, d + A]
-        b_in = torch.cat([head.hidden.bias for head in head_list]).detach()  # [3H]
+        d_model, w_in = arrays.market_dim, arrays.hidden_weight  # w_in [3H, d_model + A]
         latent = _trunk_latents(policy, core, batch_size)  # [N, d_model] float64
         # In torch, not NumPy: NumPy's BLAS threads would fight torch's for the same cores.
-        market_part = torch.addmm(b_in.double().cpu(), latent, w_in[:, :d_model].double().cpu().T)
+        w_market = torch.from_numpy(np.ascontiguousarray(w_in[:, :d_model]))  # [3H, d_model]
+        market_part = torch.addmm(torch.from_numpy(arrays.hidden_bias), latent, w_market.T)
         self._market_part = market_part.numpy()  # [N, 3H]
-        w_in = _numpy(w_in)
-        first, second = extractor.account_mlp[0], extractor.account_mlp[2]
+        w1, b1, w2, b2 = arrays.account_mlp
         # Weights transposed to [in, out]: the kernel's inner loop then runs over outputs.
-        self._account_mlp = (
-            _transposed(first.weight),
-            _numpy(first.bias),
-            _transposed(second.weight),
-            _numpy(second.bias),
-        )
+        self._account_mlp = (np.ascontiguousarray(w1.T), b1, np.ascontiguousarray(w2.T), b2)
         self._account_part = np.ascontiguousarray(w_in[:, d_model:].T)  # [account_dim, 3H]
-        self._logits = tuple((_numpy(h.logits.weight), _numpy(h.logits.bias)) for h in head_list)
-        self._activation = _ACTIVATIONS[type(head_list[0].activation)]
+        self._logits = arrays.logits
+        self._activation = _ACTIVATION_CODES[arrays.activation]
         self._action = np.zeros(3, dtype=np.int64)
 
     def __call__(self, obs: dict[str, np.ndarray], bar: int) -> np.ndarray:
@@ -147,35 +138,6 @@ class FastPolicy:
         return record_from_arrays(
             core, bar_log[: step + 1], actions[:step], outcomes[:step], account_log[: step + 1]
         )
-
-
-def _check_composition(policy: MultiHeadPolicy) -> None:
-    """Refuse a policy whose forward pass is not the composition `FastPolicy` reproduces."""
-    account_mlp = policy.features_extractor.account_mlp
-    layers = [type(module) for module in account_mlp]
-    activation = policy.decision_heads.direction.activation
-    problems = [
-        (len(policy.mlp_extractor.policy_net) != 0, "policy layers between features and heads"),
-        (layers != [nn.Linear, nn.GELU, nn.Linear, nn.GELU], f"an account MLP {layers}"),
-        (any(m.approximate != "none" for m in account_mlp if isinstance(m, nn.GELU)),
-         "a tanh-approximated GELU"),
-        (type(activation) not in _ACTIVATIONS, f"head activation {type(activation).__name__}"),
-        (isinstance(activation, nn.GELU) and activation.approximate != "none",
-         "a tanh-approximated GELU"),
-    ]  # fmt: skip
-    for failed, what in problems:
-        if failed:
-            raise ValueError(f"FastPolicy does not support {what}")
-
-
-def _numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A float64 NumPy copy of a parameter."""
-    return tensor.detach().to("cpu", torch.float64).numpy().copy()
-
-
-def _transposed(weight: torch.Tensor) -> np.ndarray:
-    """A Linear's weight [out, in] as a C-contiguous float64 array [in, out]."""
-    return np.ascontiguousarray(_numpy(weight).T)
 
 
 def _trunk_latents(policy: MultiHeadPolicy, core: TradingCore, batch_size: int) -> torch.Tensor:
