@@ -19,9 +19,10 @@ train: venv  ## train on the bundled data with configs/default.yaml, then backte
 test: lint  ## lint + the whole test suite (what CI runs)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2  # one torch thread per worker: 2 workers on 2 cores
 
-lint: venv
+lint: venv  ## ruff lint + format check, and mypy over agent/, envs/, training/ (pyproject.toml)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 format: venv
 	$(PY) -m ruff check --fix .

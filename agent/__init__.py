@@ -4,7 +4,7 @@ from agent.config import TrunkConfig
 from agent.distribution import MultiHeadDistribution
 from agent.extractor import MarketAccountExtractor
 from agent.heads import DecisionHeads
-from agent.policy import MultiHeadPolicy
+from agent.policy import MultiHeadPolicy, policy_of
 from agent.trunk import AttentionTrunk
 
 __all__ = [
@@ -14,4 +14,5 @@ __all__ = [
     "MultiHeadDistribution",
     "MultiHeadPolicy",
     "TrunkConfig",
+    "policy_of",
 ]

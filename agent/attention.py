@@ -60,10 +60,10 @@ def _same_width(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Zero-pad the narrower of (q, k) and v on their last dimension to the wider width.
 
-    SDPA's fused CPU kernel needs query/key and value heads of one width; with two widths it
-    falls back to its math path, measured 3-4x slower (batch 256, window 32, 4 heads, widths 16
-    and 8, one thread). Zero query/key columns add nothing to the scores (the scale is passed
-    explicitly) and zero value columns give output columns that are sliced off.
+    SDPA's fused CPU kernel needs query/key and value heads of one width; with two widths it falls
+    back to its much slower math path (benchmarks/RESULTS.md). Zero query/key columns add nothing to
+    the scores (the scale is passed explicitly) and zero value columns give output columns that are
+    sliced off.
     """
     width = max(q.size(-1), v.size(-1))
 
@@ -295,6 +295,8 @@ class Block(nn.Module):
 
         Returns the block's output and the ratio for the next block.
         """
+        if self.omega is None:
+            raise ValueError("admin_init_ needs a block built with residual='admin'")
         for branch, (norm, f) in enumerate(((self.ln_1, self.attn), (self.ln_2, self.mlp))):
             self.omega[branch].fill_(ratio)
             out = f(x)  # [B, T, d_model]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from stable_baselines3.common.distributions import MultiCategoricalDistribution
 from torch import nn
@@ -44,7 +46,7 @@ class MultiHeadDistribution(MultiCategoricalDistribution):
 
     def __init__(
         self,
-        action_dims: tuple[int, int, int],
+        action_dims: Sequence[int],
         flat_direction_index: int | None = None,
         conditional: bool = True,
         hidden_dim: int = 64,
@@ -64,17 +66,15 @@ class MultiHeadDistribution(MultiCategoricalDistribution):
 
     def proba_distribution_net(self, latent_dim: int) -> DecisionHeads:
         """Build the three heads reading a policy latent of width `latent_dim`."""
-        return DecisionHeads(
-            latent_dim, tuple(self.action_dims), self.hidden_dim, self.activation_fn
-        )
+        return DecisionHeads(latent_dim, self.action_dims, self.hidden_dim, self.activation_fn)
 
     def proba_distribution(self, action_logits: torch.Tensor) -> MultiHeadDistribution:
         """Set the three Categoricals from the heads' concatenated logits [B, sum(action_dims)].
 
         As SB3's, with torch's argument validation off: the logits are the heads' output and the
-        actions our own samples or the rollout buffer's. The checks took ~9% of a batch-16 policy
-        forward (0.14 of 1.49 ms, 2 CPU cores). A NaN logit still stops a rollout: sampling
-        refuses NaN probabilities (tested).
+        actions our own samples or the rollout buffer's, and the checks cost a noticeable share
+        of a small policy forward (benchmarks/RESULTS.md). A NaN logit still stops a rollout:
+        sampling refuses NaN probabilities (tested).
         """
         splits = torch.split(action_logits, list(self.action_dims), dim=1)  # 3 x [B, n_k]
         self.distribution = [Categorical(logits=split, validate_args=False) for split in splits]
@@ -106,7 +106,7 @@ class MultiHeadDistribution(MultiCategoricalDistribution):
         """Joint log-probability of actions [B, 3] -> [B] (see the class docstring)."""
         log_prob = self.log_prob_per_head(actions)
         sizing = log_prob["leverage"] + log_prob["risk"]  # [B]
-        if not self.conditional:
+        if not self.conditional or self.flat_direction_index is None:  # __init__: both or none
             return log_prob["direction"] + sizing
         is_flat = actions[:, 0].long() == self.flat_direction_index  # [B]
         return torch.where(is_flat, log_prob["direction"], log_prob["direction"] + sizing)

@@ -44,8 +44,11 @@ class MarketAccountExtractor(BaseFeaturesExtractor):
         account_dim: int = 64,
         use_bf16: bool = False,
     ) -> None:
-        window, n_features = observation_space["market"].shape
-        (n_account,) = observation_space["account"].shape
+        market, account = observation_space["market"], observation_space["account"]
+        if not isinstance(market, spaces.Box) or not isinstance(account, spaces.Box):
+            raise ValueError(f"expected Box spaces market and account, got {observation_space}")
+        window, n_features = market.shape
+        (n_account,) = account.shape
         if not isinstance(trunk, TrunkConfig):
             fields = {k: v for k, v in (trunk or {}).items() if k not in _FROM_THE_SPACE}
             trunk = TrunkConfig(**fields)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -53,7 +54,7 @@ class DecisionHeads(nn.Module):
     def __init__(
         self,
         latent_dim: int,
-        action_dims: tuple[int, int, int],
+        action_dims: Sequence[int],
         hidden_dim: int = 64,
         activation_fn: type[nn.Module] = nn.Tanh,
     ) -> None:

@@ -6,11 +6,12 @@ import copy
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import Schedule
 from torch import nn
@@ -18,6 +19,7 @@ from torch import nn
 from agent.distribution import MultiHeadDistribution
 from agent.extractor import MarketAccountExtractor
 from agent.heads import DecisionHeads
+from agent.trunk import AttentionTrunk
 
 # Head activations a compiled copy of the policy implements, by the name it is given there.
 HEAD_ACTIVATIONS: dict[type[nn.Module], str] = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.GELU: "gelu"}
@@ -126,8 +128,9 @@ class MultiHeadPolicy(ActorCriticPolicy):
 
     def _build(self, lr_schedule: Schedule) -> None:
         """Swap in the multi-head distribution, let SB3 build, then init SB3's own layers."""
+        assert isinstance(self.action_space, spaces.MultiDiscrete)  # checked in __init__
         self.action_dist = MultiHeadDistribution(
-            tuple(int(n) for n in self.action_space.nvec),
+            [int(n) for n in self.action_space.nvec],
             flat_direction_index=self.flat_direction_index,
             conditional=self.conditional_heads,
             hidden_dim=self.head_hidden,
@@ -152,6 +155,18 @@ class MultiHeadPolicy(ActorCriticPolicy):
         return data
 
     @property
+    def extractor(self) -> MarketAccountExtractor:
+        """The features extractor: trunk and account MLP (SB3 types it as its base class)."""
+        extractor = self.features_extractor
+        assert isinstance(extractor, MarketAccountExtractor)  # fixed in __init__
+        return extractor
+
+    @property
+    def trunk(self) -> AttentionTrunk:
+        """The attention trunk over the market window."""
+        return self.extractor.trunk
+
+    @property
     def decision_heads(self) -> DecisionHeads:
         """The `direction`, `leverage` and `risk` heads (SB3 calls this module `action_net`)."""
         heads = self.action_net
@@ -165,7 +180,7 @@ class MultiHeadPolicy(ActorCriticPolicy):
         Linear, exact GELU, Linear, exact GELU, and a head activation in `HEAD_ACTIVATIONS`
         (an exact GELU). A copy computing that composition then takes the same actions.
         """
-        account_mlp = self.features_extractor.account_mlp
+        account_mlp = self.extractor.account_mlp
         layers = [type(module) for module in account_mlp]
         activation = self.decision_heads.direction.activation
         problems = [
@@ -185,10 +200,7 @@ class MultiHeadPolicy(ActorCriticPolicy):
     def post_trunk_arrays(self) -> PostTrunkArrays:
         """The parameters after the trunk as `PostTrunkArrays` (checked: `check_composition`)."""
         self.check_composition()
-        first, second = (
-            self.features_extractor.account_mlp[0],
-            self.features_extractor.account_mlp[2],
-        )
+        first, second = (m for m in self.extractor.account_mlp if isinstance(m, nn.Linear))
         heads = self.decision_heads
         head_list = (heads.direction, heads.leverage, heads.risk)
         return PostTrunkArrays(
@@ -202,7 +214,7 @@ class MultiHeadPolicy(ActorCriticPolicy):
             hidden_bias=_float64(torch.cat([head.hidden.bias for head in head_list])),
             logits=tuple((_float64(h.logits.weight), _float64(h.logits.bias)) for h in head_list),
             activation=HEAD_ACTIVATIONS[type(head_list[0].activation)],
-            market_dim=self.features_extractor.trunk.output_dim,
+            market_dim=self.trunk.output_dim,
         )
 
     def head_distributions(
@@ -214,9 +226,22 @@ class MultiHeadPolicy(ActorCriticPolicy):
         one distribution object for every forward, this copy is not overwritten by the next one.
         Gradients flow unless the caller wraps the call in `torch.no_grad()`.
         """
-        if not all(isinstance(value, torch.Tensor) for value in obs.values()):
-            obs, _ = self.obs_to_tensor(obs)
-        return copy.copy(self.get_distribution(obs))
+        tensors: torch.Tensor | dict[str, torch.Tensor]
+        if all(isinstance(value, torch.Tensor) for value in obs.values()):
+            tensors = cast(dict[str, torch.Tensor], obs)
+        else:
+            tensors, _ = self.obs_to_tensor(cast(dict[str, np.ndarray], obs))
+        distribution = self.get_distribution(tensors)
+        assert isinstance(distribution, MultiHeadDistribution)  # set in _build
+        return copy.copy(distribution)
+
+
+def policy_of(model: BaseAlgorithm) -> MultiHeadPolicy:
+    """`model.policy`, checked to be a `MultiHeadPolicy` (SB3 types it as its base class)."""
+    policy = model.policy
+    if not isinstance(policy, MultiHeadPolicy):
+        raise TypeError(f"expected a MultiHeadPolicy model, got a {type(policy).__name__}")
+    return policy
 
 
 def _float64(tensor: torch.Tensor) -> np.ndarray:

@@ -46,7 +46,7 @@ def prune_trunk(trunk: AttentionTrunk, keep: torch.Tensor) -> AttentionTrunk:
         pruned = AttentionTrunk(config, trunk.window, trunk.n_features)
     state = trunk.state_dict()
     gates = torch.ones_like(trunk.head_gates)  # [n_blocks, heads_per_block]
-    for layer, (block, kept) in enumerate(zip(trunk.blocks, heads, strict=True)):
+    for layer, (block, kept) in enumerate(zip(trunk.block_sequence, heads, strict=True)):
         for key, value in block.attn.pruned_state(kept).items():
             state[f"blocks.{layer}.attn.{key}"] = value
         gates[layer, : len(kept)] = trunk.head_gates[layer, kept.to(gates.device)]
@@ -62,7 +62,7 @@ def prune_policy(policy: MultiHeadPolicy, keep: torch.Tensor) -> MultiHeadPolicy
     pruned `heads_per_layer`, as `PPO.load` will build it, so it has a fresh optimizer (Adam's
     moments of the removed slices have no meaning left; training resumes with new moments).
     """
-    trunk = prune_trunk(policy.features_extractor.trunk, keep)
+    trunk = prune_trunk(policy.trunk, keep)
     params = policy._get_constructor_parameters()
     params["trunk"] = {**policy.trunk_config, "heads_per_layer": trunk.config.heads_per_layer}
     with torch.random.fork_rng(devices=[]):
@@ -71,6 +71,6 @@ def prune_policy(policy: MultiHeadPolicy, keep: torch.Tensor) -> MultiHeadPolicy
     missing, unexpected = pruned.load_state_dict(others, strict=False)
     if unexpected or not all(".trunk." in key for key in missing):
         raise RuntimeError(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
-    pruned.features_extractor.trunk.load_state_dict(trunk.state_dict())
+    pruned.trunk.load_state_dict(trunk.state_dict())
     pruned.set_training_mode(policy.training)
     return pruned

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import nn
@@ -49,12 +49,14 @@ class AttentionTrunk(nn.Module):
     ``config.block_heads[l]`` heads, which read the first entries of its row (the others are
     unused). Change the gates only through `set_head_gates`: it keeps a Python flag so the
     all-ones case skips the multiply with no device sync per forward (the flag is also refreshed
-    by `load_state_dict`). Always multiplying by all-ones gates made a forward pass 5-14% slower
-    on one CPU thread (d_model 32-64, 1-2 layers, window 16-64, batch 1-256), and testing the
-    gate values on every forward would force a device sync on CUDA: hence the flag. For head
+    by `load_state_dict`). Always multiplying by all-ones gates slows a forward pass measurably
+    (benchmarks/RESULTS.md, "Measurements behind design choices"), and testing the gate values
+    on every forward would force a device sync on CUDA: hence the flag. For head
     importance, run the forward and backward inside `gate_gradients()` (dL/dxi summed over the
     batch) or `sample_gate_gradients()` (one dL_b/dxi per sample b).
     """
+
+    head_gates: torch.Tensor  # a buffer [n_blocks, heads_per_block] (registered in __init__)
 
     def __init__(self, config: TrunkConfig, window: int, n_features: int) -> None:
         """A trunk of shape `config` over windows of `window` bars of `n_features` features."""
@@ -142,6 +144,11 @@ class AttentionTrunk(nn.Module):
             return self.head_gates
         return None
 
+    @property
+    def block_sequence(self) -> Sequence[Block]:
+        """The blocks, typed: iterating `blocks`, an `nn.ModuleList`, gives plain modules."""
+        return cast(Sequence[Block], self.blocks)
+
     def embed(self, market: torch.Tensor) -> torch.Tensor:
         """Market windows [B, W, n_features] -> tokens [B, T, d_model] entering the blocks."""
         x = self.input_proj(market)  # [B, W, d_model]
@@ -165,7 +172,7 @@ class AttentionTrunk(nn.Module):
         x = self.embed(market)  # [B, T, d_model]
         gates = self._gates()
         last = len(self.blocks) - 1
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(self.block_sequence):
             gate = None if gates is None else gates[..., layer, : block.attn.n_heads]
             # "last" pooling reads one token: the final block computes only that one.
             last_only = layer == last and self.config.pooling == "last"
@@ -183,7 +190,7 @@ class AttentionTrunk(nn.Module):
         maps = []
         x = self.embed(market)  # [B, T, d_model]
         gates = self._gates()
-        for layer, block in enumerate(self.blocks):
+        for layer, block in enumerate(self.block_sequence):
             maps.append(block.attn.attention_weights(block.attention_input(x)))  # [B, nh, T, T]
             gate = None if gates is None else gates[..., layer, : block.attn.n_heads]
             x = block(x, gate)  # [B, T, d_model]
@@ -199,7 +206,7 @@ class AttentionTrunk(nn.Module):
         if self.config.residual != "admin":
             raise ValueError(f"admin_init_ needs residual='admin', not {self.config.residual!r}")
         x, ratio = self.embed(market), 1.0  # [B, T, d_model]
-        for block in self.blocks:
+        for block in self.block_sequence:
             x, ratio = block.admin_init_(x, ratio)
 
 

@@ -110,7 +110,7 @@ def run_one(cfg: RunConfig, timesteps: int) -> dict[str, float]:
     seconds = time.perf_counter() - start
     metrics = agent_metrics(model.policy, validation_env(cfg))
     return {
-        "trunk_params": parameter_count(model.policy.features_extractor.trunk),
+        "trunk_params": parameter_count(model.policy.trunk),
         "policy_params": parameter_count(model.policy),
         "steps_per_s": timesteps / seconds,
         "sharpe": float(metrics["sharpe"]),

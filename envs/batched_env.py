@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium.utils import seeding
@@ -15,8 +15,8 @@ from envs import execution as ex
 from envs.config import EnvConfig
 from envs.core import Accounts, DataSource, TradingCore
 
-# The info of every account that did not finish on a step: one shared, read-only empty mapping.
-# Building N fresh empty dicts per step took ~9 us of a ~46 us step at N = 256.
+# The info of every account that did not finish on a step: one shared, read-only empty mapping
+# (N fresh empty dicts per step were a sizeable share of a step: benchmarks/RESULTS.md).
 NOTHING_TO_REPORT: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -93,7 +93,8 @@ class BatchedTradingEnv(VecEnv):
                     "episode_trading": core.episode_summary(accounts, i),
                 }
             self._reset_accounts(finished)
-        return self._observation(), rewards, dones, infos
+        # SB3 types infos as dicts; the read-only `NOTHING_TO_REPORT` stands in for empty ones.
+        return self._observation(), rewards, dones, cast(list[dict[str, Any]], infos)
 
     @property
     def last_step(self) -> dict[str, np.ndarray]:
@@ -131,7 +132,7 @@ class BatchedTradingEnv(VecEnv):
 
     def get_attr(self, attr_name: str, indices: Iterable[int] | int | None = None) -> list[Any]:
         """The attribute of this env, once per selected account (accounts share one env)."""
-        return [getattr(self, attr_name)] * len(self._get_indices(indices))
+        return [getattr(self, attr_name)] * len(list(self._get_indices(indices)))
 
     def set_attr(
         self, attr_name: str, value: Any, indices: Iterable[int] | int | None = None
@@ -154,7 +155,7 @@ class BatchedTradingEnv(VecEnv):
         self, wrapper_class: type, indices: Iterable[int] | int | None = None
     ) -> list[bool]:
         """Accounts are not gymnasium envs, so none is wrapped."""
-        return [False] * len(self._get_indices(indices))
+        return [False] * len(list(self._get_indices(indices)))
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         """No rendering."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ def make_config(config: EnvConfig | None = None, **overrides: Any) -> EnvConfig:
     return replace(config or EnvConfig(), **overrides)
 
 
-DataSource = str | Path | pd.DataFrame | MarketData  # what the environments accept as `data`
+DataSource: TypeAlias = str | Path | pd.DataFrame | MarketData  # what the envs accept as data
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class TradingCore:
                 "account": spaces.Box(-np.inf, np.inf, (ex.N_ACCOUNT,), np.float32),
             }
         )
-        self.action_space = spaces.MultiDiscrete(config.action_sizes)
+        self.action_space = spaces.MultiDiscrete(list(config.action_sizes))
         whole = self.end_bar - self.first_bar
         length = config.episode_length
         # Steps in one episode: the configured length, or the whole range when it is None.

@@ -67,9 +67,11 @@ import os
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, DTypeLike
 
 from envs.numeric import parse_prices, parse_volume, plain_numbers
 from envs.table import FIELD_OF, DataError, Table, file_table, frame_table, normalise
@@ -161,7 +163,7 @@ class MarketData:
         `end`, one past the last bar at or before it, so `range(start, end)` holds the bars
         between two times. The one date-to-bar lookup of the code base.
         """
-        side = "right" if end else "left"
+        side: Literal["left", "right"] = "right" if end else "left"
         return int(np.searchsorted(self.timestamps, when.to_datetime64(), side=side))
 
 
@@ -358,7 +360,7 @@ def _check_bars(
         raise table.cell_error(low > bottom, columns["low"][0], "low <= min(open, close)")
 
 
-def _read_only(values: object, dtype: object = None) -> np.ndarray:
+def _read_only(values: ArrayLike, dtype: DTypeLike | None = None) -> np.ndarray:
     """A C-contiguous read-only view (the caller's own array stays writable)."""
     view = np.ascontiguousarray(values, dtype=dtype).view()
     view.flags.writeable = False

@@ -18,8 +18,10 @@ import re
 import warnings
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,7 +42,12 @@ _MAX_HEADER_LINE = 20  # banner lines allowed above the header, plus one
 _MISSING_TEXT = ("", "nan", "na", "n/a", "#n/a", "null", "none")  # any case, read as missing
 _NA_TOKENS = sorted({v for t in _MISSING_TEXT for v in (t, t.upper(), t.title())} | {"NaN"})
 _PARSER_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
-_DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}  # by file suffix; and .zip
+# By file suffix (and .zip); anything else is opened as it is.
+_DECOMPRESS: dict[str, Callable[..., Any]] = {
+    ".gz": gzip.open,
+    ".bz2": bz2.open,
+    ".xz": lzma.open,
+}
 _DECOMPRESS_ERRORS = (OSError, EOFError, zipfile.BadZipFile, lzma.LZMAError, zlib.error)
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # Excel's "Unicode text" export is UTF-16
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -62,7 +62,7 @@ class TradingEnv(gym.Env):
     `config`: an `EnvConfig`, and any `EnvConfig` field as a keyword to override it.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium: an instance variable)
 
     def __init__(
         self,

@@ -26,13 +26,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from envs import TradingEnv, load_market_data
+from envs import load_market_data
 from training.cli import add_model_and_data_arguments, reports_user_errors
 from training.evaluation.backtest import (
     BacktestError,
     backtest,
     check_fits,
     default_title,
+    evaluation_env,
     format_next_order,
     in_sample,
     select_bars,
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         min_rows=cfg.env.window + 1,
     )
     bars = select_bars(market, args.start, args.end)
-    env = TradingEnv(market, cfg.env, bars=bars, random_start=False, episode_length=None)
+    env = evaluation_env(market, cfg.env, bars)
     check_fits(loaded.model, env, loaded.path)
     result = backtest(loaded.model, env)
     out = args.out or default_out(loaded.run_dir, args)

@@ -13,11 +13,20 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from envs import DataError
 from training.config import ConfigError
 
-Main = Callable[[Sequence[str] | None], int]
+
+class Main(Protocol):
+    """An entry point's `main`: command-line arguments (None: `sys.argv[1:]`) -> exit status."""
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int:
+        """Run the command; return its exit status."""
+        ...
+
+
 BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, as a shell reports it
 INTERRUPTED_STATUS = 130  # 128 + SIGINT
 
@@ -27,12 +36,14 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
     `error: <message>` on stderr, with no traceback, and return 2; a closed stdout returns
     `BROKEN_PIPE_STATUS` and Ctrl-C `INTERRUPTED_STATUS` (module doc)."""
 
+    user_errors: tuple[type[Exception], ...] = (ConfigError, DataError, *extra)
+
     def decorate(main: Main) -> Main:
         @functools.wraps(main)
         def wrapped(argv: Sequence[str] | None = None) -> int:
             try:
                 return main(argv)
-            except (ConfigError, DataError, *extra) as error:
+            except user_errors as error:
                 print(f"error: {error}", file=sys.stderr)
             except FileNotFoundError as error:
                 print(f"error: {error.filename or error}: file not found", file=sys.stderr)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 
@@ -47,7 +47,10 @@ from training.run.atomic import write_text_atomic
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG_PATH = REPO_ROOT / "configs" / "default.yaml"
 
-_T = TypeVar("_T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_T = TypeVar("_T", bound="DataclassInstance")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _RUN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _OVERRIDE_SOURCE = "--set"
@@ -382,7 +385,7 @@ def _build(
             hint = f" (did you mean {match[0]!r}?)" if match else ""
             raise ConfigError(f"{where(key)}: unknown {kind} {key!r}{hint}")
         tp = hints[name]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             if value is None:  # an empty section (`ppo:` and nothing under it) keeps the defaults
                 value = {}
             if not isinstance(value, Mapping):

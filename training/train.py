@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from stable_baselines3.common.callbacks import BaseCallback
 
-from envs import TradingEnv
 from training.cli import INTERRUPTED_STATUS, reports_user_errors
 from training.config import (
     REPO_ROOT,
@@ -23,7 +23,12 @@ from training.config import (
     resolve_config,
     save_config,
 )
-from training.evaluation.backtest import backtest, format_next_order, write_report
+from training.evaluation.backtest import (
+    backtest,
+    evaluation_env,
+    format_next_order,
+    write_report,
+)
 from training.evaluation.metrics import format_metrics_table
 from training.evaluation.validation import validate
 from training.run.callbacks import (
@@ -36,8 +41,6 @@ from training.run.callbacks import (
 from training.run.data import load_run_market, split_run_market
 from training.run.folder import RunDir, load_model, save_model_atomic
 from training.run.session import fit, prepare_torch
-
-WHOLE_RANGE = dict(random_start=False, episode_length=None)  # an evaluation env: one episode
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -80,8 +83,8 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
     if not resume:
         save_config(cfg, run.config)
 
-    validation_env = TradingEnv(market, cfg.env, bars=splits.validation, **WHOLE_RANGE)
-    callbacks = [HyperParameters(flatten(config_to_dict(cfg)))]
+    validation_env = evaluation_env(market, cfg.env, splits.validation)
+    callbacks: list[BaseCallback] = [HyperParameters(flatten(config_to_dict(cfg)))]
     if cfg.train.checkpoint_every:
         callbacks.append(AtomicCheckpoint(run, cfg.train.checkpoint_every))
     if cfg.train.importance_every:
@@ -94,7 +97,7 @@ def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
     if not run.best_model.exists():  # no validation pass saved one: validate the final model
         validate(model, validation_env, run)
 
-    test_env = TradingEnv(market, cfg.env, bars=splits.test, **WHOLE_RANGE)
+    test_env = evaluation_env(market, cfg.env, splits.test)
     # The model `python -m training.backtest --model RUN_DIR` reads: best_model.zip, else final.
     result = backtest(load_model(run.root).model, test_env)
     report = write_report(result, run.report, f"{run.root.name} on the test split")

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs import TradingEnv
 from training.cli import reports_user_errors
 from training.config import (
     REPO_ROOT,
@@ -35,7 +34,7 @@ from training.config import (
     resolve_config,
     save_config,
 )
-from training.evaluation.backtest import AGENT, backtest, format_next_order
+from training.evaluation.backtest import AGENT, backtest, evaluation_env, format_next_order
 from training.evaluation.metrics import format_metrics_table
 from training.evaluation.walkforward import aggregate, bar_span, fold_ranges, fold_table
 from training.run.atomic import write_json_atomic
@@ -54,10 +53,7 @@ def walk_forward(cfg: RunConfig, folds: int, out: Path | None) -> tuple[RunDir, 
     market = load_run_market(cfg)
     ranges = fold_ranges(len(market), folds)
     # Every test env first: a segment too short for the window fails before any training.
-    test_envs = [
-        TradingEnv(market, cfg.env, bars=test, random_start=False, episode_length=None)
-        for _, test in ranges
-    ]
+    test_envs = [evaluation_env(market, cfg.env, test) for _, test in ranges]
     if out is None:
         run = RunDir.new(REPO_ROOT / "runs", f"walkforward-{cfg.train.name}")
     else:
@@ -74,7 +70,7 @@ def walk_forward(cfg: RunConfig, folds: int, out: Path | None) -> tuple[RunDir, 
         save_model_atomic(model, fold.final_model)
         result = backtest(model, test_env)
         results.append(result)
-        report = {
+        report: dict[str, Any] = {
             "fold": k,
             "train": bar_span(market, train_bars),
             "test": bar_span(market, test_bars),

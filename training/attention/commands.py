@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from agent import policy_of
 from envs import DataError, MarketData, TradingEnv
 from training.attention.importance import (
     TARGETS,
@@ -27,8 +28,8 @@ from training.attention.maps import attention_at, bar_at
 from training.attention.plots import attention_figure, figure_png, importance_figure, pruning_figure
 from training.attention.pruning import heads_to_prune, prune_and_check, pruning_curve, pruning_order
 from training.config import save_config
-from training.evaluation.backtest import check_fits
-from training.run.atomic import write_atomic, write_json_atomic
+from training.evaluation.backtest import check_fits, evaluation_env
+from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.data import load_run_market, split_run_market
 from training.run.folder import LoadedModel, save_model_atomic
 
@@ -57,7 +58,7 @@ def split_env(loaded: LoadedModel, market: MarketData, split: str) -> TradingEnv
     bars = None if split == "all" else getattr(splits, split)
     if bars is not None and len(bars) == 0:
         raise DataError(f"{market.source}: the run's config leaves no {split} bars")
-    env = TradingEnv(market, loaded.config.env, bars=bars, random_start=False, episode_length=None)
+    env = evaluation_env(market, loaded.config.env, bars)
     check_fits(loaded.model, env, loaded.path)
     return env
 
@@ -69,13 +70,13 @@ def measure(
     model = loaded.model
     batch = collect_batch(model, env, deterministic=args.deterministic, seed=args.seed)
     raw = head_importance(
-        model.policy,
+        loaded.policy,
         batch,
         ent_coef=float(model.ent_coef),
         vf_coef=float(model.vf_coef),
         normalize_advantage=model.normalize_advantage,
     )
-    trunk_config = model.policy.features_extractor.trunk.config
+    trunk_config = loaded.policy.trunk.config
     mode = resolve_normalization(args.normalize, trunk_config.block_heads)
     shown = normalized(raw, mode)
     return batch, {
@@ -143,7 +144,7 @@ def run_importance(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> 
     print_scores(shown)
     return [
         write_json_atomic(out / "importance.json", result),
-        write_atomic(out / "importance.png", lambda file: file.write(picture)),
+        write_bytes_atomic(out / "importance.png", picture),
     ]
 
 
@@ -154,14 +155,13 @@ def run_prune(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> list[
     market = load_market(loaded, args)
     batch, result = measure(loaded, split_env(loaded, market, args.split), args)
     order = pruning_order(np.array(result["importance"][args.rank_by], dtype=float))
-    curve = pruning_curve(loaded.model.policy, split_env(loaded, market, "validation"), order)
+    curve = pruning_curve(loaded.policy, split_env(loaded, market, "validation"), order)
 
     pruned = order[: heads_to_prune(args.share, len(order))]
     smaller, summary = prune_and_check(loaded.model, pruned, batch.observations)
-    config = dataclasses.replace(
-        loaded.config, trunk=smaller.policy.features_extractor.trunk.config
-    )
-    summary["path"] = str(save_model_atomic(smaller, out / "pruned_model.zip"))
+    config = dataclasses.replace(loaded.config, trunk=policy_of(smaller).trunk.config)
+    pruned_path = save_model_atomic(smaller, out / "pruned_model.zip")
+    summary["path"] = str(pruned_path)
     data = {**result, "ranked_by": args.rank_by, "order": [list(h) for h in order],
             "curve_split": "validation", "curve": curve, "pruned_model": summary}  # fmt: skip
     title = f"pruning by {args.rank_by} importance ({result['normalization']}), validation split"
@@ -169,8 +169,8 @@ def run_prune(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> list[
     print_curve(curve, summary)
     return [
         write_json_atomic(out / "pruning.json", data),
-        write_atomic(out / "pruning.png", lambda file: file.write(picture)),
-        Path(summary["path"]),
+        write_bytes_atomic(out / "pruning.png", picture),
+        pruned_path,
         save_config(config, out / "config.yaml"),
     ]
 
@@ -179,9 +179,9 @@ def run_attention(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> l
     """`attention`: attention_<date>.png and attention_<date>.json."""
     env = split_env(loaded, load_market(loaded, args), "all")
     bar = bar_at(env.core, args.date)
-    snapshot = attention_at(loaded.model.policy, env.core, bar)
+    snapshot = attention_at(loaded.policy, env.core, bar)
     when = snapshot.labels[-1]
-    pooling = loaded.model.policy.features_extractor.trunk.config.pooling
+    pooling = loaded.policy.trunk.config.pooling
     weights = snapshot.maps if args.full else snapshot.pooled
     what = "full maps (query rows, key columns)" if args.full else f"from the {pooling} row"
     title = f"attention on the window ending {when} (bar {bar}), {what}"
@@ -201,7 +201,7 @@ def run_attention(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> l
         "gates": snapshot.gates.tolist(),
     }
     return [
-        write_atomic(out / f"{stem}.png", lambda file: file.write(picture)),
+        write_bytes_atomic(out / f"{stem}.png", picture),
         write_json_atomic(out / f"{stem}.json", data),
     ]
 

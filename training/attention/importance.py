@@ -46,8 +46,9 @@ from typing import Literal
 import numpy as np
 import torch
 from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import DictRolloutBuffer
 
-from agent import MultiHeadPolicy
+from agent import MultiHeadDistribution, MultiHeadPolicy, policy_of
 from envs import TradingEnv
 from envs.config import HEAD_NAMES
 
@@ -82,7 +83,7 @@ class ImportanceBatch:
 
 def per_sample_losses(
     policy: MultiHeadPolicy,
-    obs: dict[str, torch.Tensor],
+    obs: torch.Tensor | dict[str, torch.Tensor],
     actions: torch.Tensor,
     advantages: torch.Tensor,
     returns: torch.Tensor,
@@ -94,6 +95,7 @@ def per_sample_losses(
     features = policy.extract_features(obs)  # [B, features_dim]
     latent_pi, latent_vf = policy.mlp_extractor(features)
     distribution = policy._get_action_dist_from_latent(latent_pi)
+    assert isinstance(distribution, MultiHeadDistribution)  # the policy's own
     values = policy.value_net(latent_vf).flatten()  # [B]
     ppo_loss = (
         -advantages * distribution.log_prob(actions)
@@ -118,7 +120,7 @@ def head_importance(
     in chunks of `batch_size` samples; only the gates get gradients (parameters' `.grad` are
     left alone).
     """
-    trunk = policy.features_extractor.trunk
+    trunk = policy.trunk
     advantages = batch.advantages.astype(np.float32)
     if normalize_advantage and len(advantages) > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -226,8 +228,8 @@ def gae(
 def one_torch_thread() -> Iterator[None]:
     """Run torch on one CPU thread inside the block (the previous count is restored).
 
-    For one-sample forwards step by step, intra-op threads only add synchronisation: a pass over
-    2,300 bars took 24 s with 2 threads and 2.9 s with 1 on a busy 2-core machine (smoke model).
+    For one-sample forwards step by step, intra-op threads only add synchronisation
+    (benchmarks/RESULTS.md).
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -263,11 +265,11 @@ def collect_batch(
             if terminated:
                 obs, info = env.reset(options={"start_bar": info["bar"]})
     observations, next_observations = _stack(steps["obs"]), _stack(steps["next"])
-    values = _values(model.policy, observations)
+    values = _values(policy_of(model), observations)
     advantages = gae(
         np.asarray(steps["reward"], dtype=np.float64),
         values,
-        _values(model.policy, next_observations),
+        _values(policy_of(model), next_observations),
         np.asarray(steps["term"], dtype=np.float64),
         np.asarray(steps["done"], dtype=np.float64),
         model.gamma,
@@ -279,7 +281,9 @@ def collect_batch(
 # --- samples from a rollout of training -------------------------------------------------------
 
 
-def batch_from_rollout(buffer: object, size: int, rng: np.random.Generator) -> ImportanceBatch:
+def batch_from_rollout(
+    buffer: DictRolloutBuffer, size: int, rng: np.random.Generator
+) -> ImportanceBatch:
     """Up to `size` transitions drawn without replacement from SB3's filled rollout buffer."""
     n = buffer.buffer_size * buffer.n_envs
 

@@ -72,7 +72,7 @@ def pooled_rows(maps: torch.Tensor, pooling: str) -> torch.Tensor:
 
 def attention_at(policy: MultiHeadPolicy, core: TradingCore, bar: int) -> AttentionSnapshot:
     """Every head's attention on the market window that ends at `bar`."""
-    trunk = policy.features_extractor.trunk
+    trunk = policy.trunk
     market = torch.as_tensor(core.market_window(bar)[None], device=policy.device)  # [1, W, F]
     maps = trunk.attention_maps(market)  # per block [1, nh, T, T]
     window = pd.DatetimeIndex(core.timestamps[bar - core.config.window + 1 : bar + 1])

@@ -1,7 +1,8 @@
 """Pictures of the attention heads: importance heatmaps, the pruning curve and attention maps.
 
 Each function returns a matplotlib `Figure`; `figure_png` (for files) and `figure_array` (for
-TensorBoard) turn it into bytes or an RGB array and close it.
+TensorBoard) turn it into bytes or an RGB array. A bare `Figure` renders with Agg and leaves
+pyplot's global state (and any GUI backend) alone, as `training.evaluation.report` does.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")  # files only; never open a window
-
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 PANEL_TITLES = {
@@ -28,24 +26,22 @@ PANEL_TITLES = {
 
 
 def figure_png(figure: Figure, dpi: int = 100) -> bytes:
-    """The figure as PNG bytes; closes it."""
+    """The figure as PNG bytes."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
-    plt.close(figure)
     return buffer.getvalue()
 
 
 def figure_array(figure: Figure) -> np.ndarray:
-    """The figure as an RGB array [H, W, 3] of uint8 (TensorBoard's "HWC"); closes it."""
-    figure.canvas.draw()
-    pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()  # [H, W, 3]
-    plt.close(figure)
-    return pixels
+    """The figure as an RGB array [H, W, 3] of uint8 (TensorBoard's "HWC")."""
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()  # [H, W, 3]
 
 
 def _heatmap(axis: Any, values: np.ndarray, title: str) -> Any:
     """Draw a layer x head heatmap with the value in each cell; NaN (no such head) in grey."""
-    cmap = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
     image = axis.imshow(np.ma.masked_invalid(values), cmap=cmap, aspect="auto")
     finite = values[np.isfinite(values)]
     middle = (finite.min() + finite.max()) / 2 if finite.size else 0.0
@@ -63,13 +59,11 @@ def _heatmap(axis: Any, values: np.ndarray, title: str) -> Any:
 def importance_figure(importance: Mapping[str, np.ndarray], title: str) -> Figure:
     """One heatmap panel per target (layer x head), e.g. the `head_importance` result."""
     n_layers, n_heads = next(iter(importance.values())).shape
-    figure, axes = plt.subplots(
-        1,
-        len(importance),
+    figure = Figure(
         figsize=(2.2 + 1.1 * n_heads * len(importance), 1.8 + 0.45 * n_layers),
-        squeeze=False,
         layout="constrained",
     )
+    axes = figure.subplots(1, len(importance), squeeze=False)
     for axis, (target, values) in zip(axes[0], importance.items(), strict=True):
         image = _heatmap(axis, values, PANEL_TITLES.get(target, target))
         figure.colorbar(image, ax=axis, shrink=0.8)
@@ -80,9 +74,8 @@ def importance_figure(importance: Mapping[str, np.ndarray], title: str) -> Figur
 def pruning_figure(curve: Sequence[Mapping[str, Any]], title: str) -> Figure:
     """Validation Sharpe and total return against the share of heads pruned."""
     shares = [100 * point["share"] for point in curve]
-    figure, (sharpe_axis, return_axis) = plt.subplots(
-        2, 1, figsize=(7, 6), sharex=True, layout="constrained"
-    )
+    figure = Figure(figsize=(7, 6), layout="constrained")
+    sharpe_axis, return_axis = figure.subplots(2, 1, sharex=True)
     for axis, key, label in (
         (sharpe_axis, "sharpe", "validation Sharpe"),
         (return_axis, "total_return_pct", "validation total return (%)"),
@@ -114,13 +107,8 @@ def attention_figure(
     the T tokens (dates, and "cls"); `gates` [n_blocks, heads_per_block] marks masked heads.
     """
     n_layers, n_heads = gates.shape
-    figure, axes = plt.subplots(
-        n_layers,
-        n_heads,
-        figsize=(3.2 * n_heads + 0.8, 2.2 * n_layers + 0.8),
-        squeeze=False,
-        layout="constrained",
-    )
+    figure = Figure(figsize=(3.2 * n_heads + 0.8, 2.2 * n_layers + 0.8), layout="constrained")
+    axes = figure.subplots(n_layers, n_heads, squeeze=False)
     n_tokens = len(labels)
     ticks = sorted({0, n_tokens // 2, n_tokens - 1})
     for (layer, head), axis in np.ndenumerate(axes):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 
-from agent import MultiHeadPolicy
+from agent import MultiHeadPolicy, policy_of
 from agent.pruning import prune_policy
 from envs import TradingEnv
 from training.evaluation.backtest import agent_metrics
@@ -60,7 +60,7 @@ def pruning_curve(
     Returns one entry per share: the share, the number and list of pruned heads and
     `CURVE_METRICS`. The trunk's gates are restored afterwards.
     """
-    trunk = policy.features_extractor.trunk
+    trunk = policy.trunk
     original = trunk.head_gates.clone()
     curve = []
     try:
@@ -91,8 +91,9 @@ def pruned_model(model: PPO, keep: torch.Tensor) -> PPO:
     ``copy.save(path)`` followed by `PPO.load(path)` rebuilds the smaller trunk.
     """
     smaller = copy.copy(model)  # a new algorithm object; only `policy` and its kwargs change
-    smaller.policy = prune_policy(model.policy, keep)
-    smaller.policy_kwargs = {**model.policy_kwargs, "trunk": smaller.policy.trunk_config}
+    policy = prune_policy(policy_of(model), keep)
+    smaller.policy = policy
+    smaller.policy_kwargs = {**model.policy_kwargs, "trunk": policy.trunk_config}
     return smaller
 
 
@@ -105,16 +106,17 @@ def prune_and_check(
     pruned copy on `observations`: the largest logit difference and whether every
     deterministic action agrees.
     """
-    trunk = model.policy.features_extractor.trunk
-    keep = keep_mask(tuple(trunk.head_gates.shape), pruned)
+    policy = policy_of(model)
+    trunk = policy.trunk
+    keep = keep_mask((trunk.head_gates.shape[0], trunk.head_gates.shape[1]), pruned)
     smaller = pruned_model(model, keep)
     original = trunk.head_gates.clone()
     trunk.set_head_gates(original * keep.to(original))
     try:
-        difference, identical = compare_policies(model.policy, smaller.policy, observations)
+        difference, identical = compare_policies(policy, policy_of(smaller), observations)
     finally:
         trunk.set_head_gates(original)
-    small_trunk = smaller.policy.features_extractor.trunk
+    small_trunk = policy_of(smaller).trunk
     return smaller, {
         "heads_pruned": [list(head) for head in pruned],
         "heads_per_layer": list(small_trunk.config.block_heads),
@@ -131,9 +133,8 @@ def compare_policies(
     logits, actions = [], []
     for policy in (first, second):
         with torch.no_grad():
-            obs, _ = policy.obs_to_tensor(observations)
-            distribution = policy.get_distribution(obs)
-            logits.append(torch.cat([d.logits for d in distribution.distribution], dim=1))
+            distribution = policy.head_distributions(observations)
+            logits.append(torch.cat([d.logits for d in distribution.heads().values()], dim=1))
             actions.append(distribution.mode())
     difference = float((logits[0] - logits[1]).abs().max()) if logits[0].numel() else 0.0
     return difference, bool(torch.equal(actions[0], actions[1]))

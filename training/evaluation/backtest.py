@@ -20,15 +20,15 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import pandas as pd
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from agent import MultiHeadPolicy
-from envs import MarketData, TradingEnv
+from agent import MultiHeadPolicy, policy_of
+from envs import EnvConfig, MarketData, TradingEnv
 from envs.market_data import parse_time, time_labels
 from training.config import RunConfig
 from training.evaluation.baselines import BarPolicy, baseline_policies
@@ -37,7 +37,7 @@ from training.evaluation.metrics import compute_metrics, record_metrics, trades_
 from training.evaluation.next_order import NextOrder, decide_next_order
 from training.evaluation.report import AGENT, render_report
 from training.evaluation.rollout import record_episode
-from training.run.atomic import write_atomic, write_json_atomic
+from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.data import split_run_market
 
 
@@ -58,21 +58,25 @@ class BacktestResult:
 # --- running strategies -----------------------------------------------------------------------
 
 
-class _BarClock(gym.Wrapper):
+class _BarClock:
     """The env, remembering the bar of its latest observation (`info["bar"]`) for the policy."""
 
     def __init__(self, env: TradingEnv) -> None:
-        super().__init__(env)
+        self.env = env
         self.core = env.core  # `record_episode` reads the env's data
         self.bar = -1
 
-    def reset(self, **kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Reset the env; note the start bar."""
-        obs, info = self.env.reset(**kwargs)
+        obs, info = self.env.reset(seed=seed, options=options)
         self.bar = info["bar"]
         return obs, info
 
-    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Step the env; note the new bar."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.bar = info["bar"]
@@ -83,6 +87,15 @@ def record_strategy(env: TradingEnv, policy: BarPolicy) -> pd.DataFrame:
     """Run `policy(obs, bar)` over `env`'s episode; the per-bar record of `record_episode`."""
     clock = _BarClock(env)
     return record_episode(clock, lambda obs: policy(obs, clock.bar))
+
+
+def evaluation_env(market: MarketData, config: EnvConfig, bars: range | None = None) -> TradingEnv:
+    """An env that runs `bars` of `market` (None: all) as one episode from its first bar.
+
+    What `backtest`, the metrics helpers below and validation step through
+    (``random_start=False, episode_length=None``).
+    """
+    return TradingEnv(market, config, bars=bars, random_start=False, episode_length=None)
 
 
 def strategy_metrics(env: TradingEnv, policy: BarPolicy) -> dict[str, float]:
@@ -103,16 +116,16 @@ def agent_metrics(policy: MultiHeadPolicy, env: TradingEnv) -> dict[str, float]:
 def backtest(model: BaseAlgorithm, env: TradingEnv) -> BacktestResult:
     """The deterministic agent and the baselines over the whole range of `env`.
 
-    `env` must cover its range in one episode: built with ``random_start=False,
-    episode_length=None``.
+    `env` must cover its range in one episode (`evaluation_env`).
     """
     core = env.core
     if core.config.random_start or core.episode_length != core.end_bar - core.first_bar:
-        raise ValueError("backtest needs an env built with random_start=False, episode_length=None")
-    agent = FastPolicy(model.policy, core)
+        raise ValueError("backtest needs an env of one episode over its range (evaluation_env)")
+    policy = policy_of(model)
+    agent = FastPolicy(policy, core)
     records = {AGENT: agent.record_episode()}
     final = agent.final_accounts
-    next_order = None if final is None else decide_next_order(model.policy, core, final)
+    next_order = None if final is None else decide_next_order(policy, core, final)
     records.update(
         (name, record_strategy(env, policy)) for name, policy in baseline_policies(core).items()
     )
@@ -161,7 +174,7 @@ def write_report(result: BacktestResult, out: Path, title: str) -> Path:
     next_order = result.next_order.to_dict() if result.next_order else None
     write_json_atomic(out / "next_order.json", next_order)
     for name, data in files.items():
-        write_atomic(out / name, lambda file, data=data: file.write(data))
+        write_bytes_atomic(out / name, data)
     return out
 
 
@@ -178,15 +191,20 @@ def default_title(env: TradingEnv) -> str:
 
 def check_fits(model: BaseAlgorithm, env: TradingEnv, model_path: Path) -> None:
     """Raise `BacktestError` unless the env's observations and actions are the model's."""
+    model_space, env_space = (
+        cast(gym.spaces.Dict, model.observation_space),
+        env.core.observation_space,
+    )
     for key in ("market", "account"):
-        expected, found = model.observation_space[key].shape, env.observation_space[key].shape
+        expected, found = model_space[key].shape, env_space[key].shape
         if expected != found:
             what = "window, features" if key == "market" else "account features"
             raise BacktestError(
                 f"{model_path}: the model reads {key} observations of shape {expected} "
                 f"({what}), the env built from its config gives {found}"
             )
-    expected, found = model.action_space.nvec.tolist(), env.action_space.nvec.tolist()
+    levels = cast(gym.spaces.MultiDiscrete, model.action_space).nvec
+    expected, found = levels.tolist(), env.core.action_space.nvec.tolist()
     if expected != found:
         raise BacktestError(
             f"{model_path}: the model has {expected} levels per head, its config {found}"

@@ -43,8 +43,7 @@ from envs import execution as ex
 from envs.core import Accounts, TradingCore
 from training.evaluation.rollout import ACCOUNT_COLUMNS, record_from_arrays
 
-# Windows per trunk forward. On 2 CPU cores (default trunk, window 32, GOOGL) 128..512 ran at the
-# same speed, 1024 20-40% slower, as its activations (~17 MB a layer) leave the cache.
+# Windows per trunk forward: larger batches' activations leave the cache (benchmarks/RESULTS.md).
 TRUNK_BATCH = 256
 TIE_TOLERANCE = 1e-5  # logits closer than this (times max(1, |largest logit|)) take the slow path
 _ACTIVATION_CODES = {"tanh": 0, "relu": 1, "gelu": 2}  # `_act`'s code of each head activation
@@ -145,11 +144,10 @@ def _trunk_latents(policy: MultiHeadPolicy, core: TradingCore, batch_size: int) 
 
     `MarketAccountExtractor.market_latent`, the market half of the policy's features. On a CPU
     with T > 1 torch threads the batches run T at a time, one Python thread and one torch thread
-    each (torch releases the GIL inside its ops): at these small shapes that was 1.5x faster
-    than T threads inside every op (2 cores, default trunk; SDPA's CPU kernel barely gains from
-    a second thread there).
+    each (torch releases the GIL inside its ops): at these small shapes that is faster than T
+    threads inside every op (benchmarks/RESULTS.md).
     """
-    extractor = policy.features_extractor
+    extractor = policy.extractor
     bars = np.arange(core.first_bar, core.end_bar + 1)
     batches = [bars[start : start + batch_size] for start in range(0, len(bars), batch_size)]
 

@@ -136,7 +136,7 @@ def trades_from_record(record: pd.DataFrame) -> pd.DataFrame:
     closed: list[tuple[int, int, float, float, str]] = []
     entry: int | None = None  # row of the open trade's entry fill; None while flat
     exits = ~np.isnan(exit_fill)
-    for k in np.flatnonzero((at_open != before) | exits):
+    for k in np.flatnonzero((at_open != before) | exits).tolist():
         if at_open[k] != before[k]:  # the open fill exits, enters or flips
             if entry is not None:
                 closed.append((entry, k, order_fill[k], open_equity[k], "signal"))

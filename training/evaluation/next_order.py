@@ -94,8 +94,7 @@ def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Acco
     observation = core.observation(accounts, 0)
     policy.set_training_mode(False)
     with torch.no_grad():
-        obs_tensor, _ = policy.obs_to_tensor(observation)
-        distribution = policy.get_distribution(obs_tensor)
+        distribution = policy.head_distributions(observation)
         levels = distribution.mode()[0].tolist()  # [3]: the level index of each head
         heads = distribution.heads()
         probability = {

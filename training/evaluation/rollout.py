@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from envs import TradingEnv
 from envs import execution as ex
 from envs.core import TradingCore
 
 Policy = Callable[[dict[str, np.ndarray]], np.ndarray]  # observation -> action [3]
+Observation = dict[str, np.ndarray]
 
 _FILLS = ex.OUTCOME_NAMES[ex.ORDER_FILL : ex.EXIT_FILL + 1]  # order_fill, exit_fill
 _COSTS = ex.OUTCOME_NAMES[ex.TRADED_NOTIONAL : ex.COSTS + 1]  # traded_notional .. costs
@@ -32,7 +32,23 @@ RECORD_COLUMNS = (
 )
 
 
-def _start_row(env: TradingEnv, info: dict[str, Any]) -> dict[str, Any]:
+class EpisodeEnv(Protocol):
+    """What `record_episode` steps: a `TradingEnv`, or a wrapper of one that keeps its `core`."""
+
+    core: TradingCore
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start the episode."""
+        ...
+
+    def step(self, action: np.ndarray) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """One bar."""
+        ...
+
+
+def _start_row(env: EpisodeEnv, info: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(_NUMERIC, 0.0)
     row.update(dict.fromkeys(_FLAGS, False))
     row.update(
@@ -50,7 +66,7 @@ def _start_row(env: TradingEnv, info: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def record_episode(env: TradingEnv, policy: Policy, *, seed: int | None = None) -> pd.DataFrame:
+def record_episode(env: EpisodeEnv, policy: Policy, *, seed: int | None = None) -> pd.DataFrame:
     """Run `policy` for one episode of `env` and return one row per bar (`RECORD_COLUMNS`).
 
     Row 0 is the state before the first step; row k is the state after step k, marked at that

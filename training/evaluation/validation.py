@@ -14,6 +14,7 @@ import math
 
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from agent import policy_of
 from envs import TradingEnv
 from training.evaluation.backtest import agent_metrics
 from training.run.atomic import write_json_atomic
@@ -27,7 +28,7 @@ def validate(model: BaseAlgorithm, env: TradingEnv, run: RunDir) -> dict[str, fl
     timestep count, to `run.validation_history`; `run.best_model` is saved (atomically) when
     the Sharpe ratio is finite and beats every earlier pass's. Returns the metrics.
     """
-    metrics = agent_metrics(model.policy, env)
+    metrics = agent_metrics(policy_of(model), env)
     history = _history(run)
     best = max((h["sharpe"] for h in history if h.get("sharpe") is not None), default=-math.inf)
     sharpe = float(metrics["sharpe"])

@@ -14,14 +14,15 @@ import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from io import BufferedWriter
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
+def write_atomic(path: Path, write: Callable[[BufferedWriter], object]) -> Path:
     """Write `path` by calling `write(file)` on a temporary file, then renaming it into place.
 
     Ctrl-C in the meantime is held back until the file is in place (module doc).
@@ -65,9 +66,14 @@ def _ctrl_c_held_back() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """Write a file of `data` atomically."""
+    return write_atomic(path, lambda file: file.write(data))
+
+
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write a text file atomically."""
-    return write_atomic(path, lambda file: file.write(text.encode()))
+    return write_bytes_atomic(path, text.encode())
 
 
 def write_json_atomic(path: Path, data: Any) -> Path:

@@ -14,9 +14,13 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.buffers import DictRolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import HParam, Image
 
+from agent import policy_of
 from envs import EnvConfig, TradingEnv
 from envs.config import HEAD_NAMES
 from training.attention.importance import batch_from_rollout, head_importance
@@ -26,9 +30,8 @@ from training.run.folder import RunDir, save_model_atomic
 
 IMPORTANCE_NAMESPACE = "attention/importance"
 _TENSORBOARD_ONLY = ("stdout", "log", "json", "csv")  # histograms and images: TensorBoard alone
-# Rollout observations used to measure each head's mean entropy: enough for a smooth curve.
-# 2,048 (a default-config rollout) took 80-210 ms a rollout on 2 cores, 8-20% of training time;
-# 512 take 11-17 ms.
+# Rollout observations used to measure each head's mean entropy: enough for a smooth curve, at a
+# small share of training time (a whole rollout was not: benchmarks/RESULTS.md).
 _ENTROPY_SAMPLE = 512
 
 
@@ -47,7 +50,7 @@ class HeadMonitor(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        buffer = self.model.rollout_buffer
+        buffer = _rollout_buffer(self.model)
         actions = buffer.actions.reshape(-1, 3).astype(np.int64)  # [n_steps * n_envs, 3]
         config = self.env_config
         direction, leverage, risk = actions[:, 0], actions[:, 1], actions[:, 2]
@@ -72,7 +75,7 @@ class HeadMonitor(BaseCallback):
         for name, entropy in self._entropies(buffer).items():
             self.logger.record(f"heads/{name}/entropy", entropy)
 
-    def _entropies(self, buffer: Any) -> dict[str, float]:
+    def _entropies(self, buffer: DictRolloutBuffer) -> dict[str, float]:
         n = buffer.buffer_size * buffer.n_envs
         pick = np.random.default_rng(self.num_timesteps).choice(n, min(n, _ENTROPY_SAMPLE), False)
         obs = {
@@ -80,7 +83,7 @@ class HeadMonitor(BaseCallback):
             for key, value in buffer.observations.items()
         }
         with th.no_grad():
-            distribution = self.model.policy.get_distribution(obs)
+            distribution = policy_of(self.model).head_distributions(obs)
             return {name: float(h.mean()) for name, h in distribution.entropy_per_head().items()}
 
 
@@ -220,13 +223,14 @@ class HeadImportanceCallback(PeriodicCallback):
         if not self._due():
             return
         rng = np.random.default_rng(self.num_timesteps)
-        batch = batch_from_rollout(self.model.rollout_buffer, self.sample_size, rng)
+        batch = batch_from_rollout(_rollout_buffer(self.model), self.sample_size, rng)
+        ppo = _ppo(self.model)
         importance = head_importance(
-            self.model.policy,
+            policy_of(ppo),
             batch,
-            ent_coef=float(self.model.ent_coef),
-            vf_coef=float(self.model.vf_coef),
-            normalize_advantage=self.model.normalize_advantage,
+            ent_coef=float(ppo.ent_coef),
+            vf_coef=float(ppo.vf_coef),
+            normalize_advantage=ppo.normalize_advantage,
         )
         for target, values in importance.items():
             for (layer, head), value in np.ndenumerate(values):
@@ -239,3 +243,17 @@ class HeadImportanceCallback(PeriodicCallback):
             self.logger.record(
                 f"{IMPORTANCE_NAMESPACE}/heatmap", picture, exclude=_TENSORBOARD_ONLY
             )
+
+
+def _ppo(model: BaseAlgorithm) -> PPO:
+    """The model the callbacks of this module serve: a PPO (SB3 types it as its base class)."""
+    if not isinstance(model, PPO):
+        raise TypeError(f"expected a PPO model, got a {type(model).__name__}")
+    return model
+
+
+def _rollout_buffer(model: BaseAlgorithm) -> DictRolloutBuffer:
+    """The PPO rollout buffer just filled (of Dict observations: a `DictRolloutBuffer`)."""
+    buffer = _ppo(model).rollout_buffer
+    assert isinstance(buffer, DictRolloutBuffer)  # the envs' observations are a Dict space
+    return buffer

@@ -17,7 +17,7 @@ from pathlib import Path
 from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from agent import MultiHeadPolicy
+from agent import MultiHeadPolicy, policy_of
 from training.config import RunConfig, load_config
 from training.run.atomic import write_atomic
 
@@ -109,6 +109,11 @@ class LoadedModel:
     config: RunConfig
     path: Path  # the model zip
     run_dir: Path  # the folder holding the run's config.yaml
+
+    @property
+    def policy(self) -> MultiHeadPolicy:
+        """The model's policy (checked by `load_model`)."""
+        return policy_of(self.model)
 
 
 def locate_model(path: Path) -> tuple[Path, Path]:
