@@ -239,3 +239,13 @@ def test_outcome_names_follow_the_column_constants():
     columns = {name: getattr(ex, name.upper()) for name in ex.OUTCOME_NAMES}
     assert len(ex.OUTCOME_NAMES) == ex.N_OUT
     assert list(columns.values()) == list(range(ex.N_OUT))
+
+
+def test_the_costs_column_is_the_total_of_the_four_charges():
+    env = make_env([(100, 101, 99, 100)] * 2 + [(100, 103, 95, 102), (101, 102, 100, 101)] * 3)
+    env.reset()
+    charges = ("commission", "slippage", "financing", "borrow")
+    for action in (act(LONG, 1, 1), act(SHORT, 0, 1), act(SHORT, 0, 1), act(FLAT, 0, 1)):
+        _, _, _, _, info = env.step(action)
+        assert info["costs"] == sum(info[name] for name in charges)
+    assert info["costs"] > 0

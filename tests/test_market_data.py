@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envs.market_data import DataError, MarketData, load_market_data
+from envs.market_data import DataError, MarketData, load_market_data, parse_time
 
 WIKI = "wiki_AAPL_FB_GOOG_IBM_MSFT_daily.csv"
 GOOD = """Date,Open,High,Low,Close,Volume
@@ -628,3 +628,23 @@ def test_constructor_checks_shapes():
             close=[1.0],
             volume=[0.0, 0.0],
         )
+
+
+def test_bar_position_is_the_date_to_bar_lookup():
+    daily = times("2021-01-04", "2021-01-05", "2021-01-06")
+    hourly = times("2021-01-04 10:00", "2021-01-04 11:00", "2021-01-05 10:00")
+    market = MarketData("x", None, daily, *np.ones((4, 3)), np.zeros(3))
+    intraday = MarketData("y", None, hourly, *np.ones((4, 3)), np.zeros(3))
+
+    def start(data: MarketData, text: str) -> int:  # the first bar at or after `text`
+        return data.bar_position(parse_time(text))
+
+    def end(data: MarketData, text: str) -> int:  # one past the last bar at or before `text`
+        return data.bar_position(parse_time(text, whole_day=True), end=True)
+
+    assert [start(market, d) for d in ("2021-01-01", "2021-01-05", "2021-01-07")] == [0, 1, 3]
+    assert [end(market, d) for d in ("2021-01-01", "2021-01-05", "2021-01-07")] == [0, 2, 3]
+    assert start(intraday, "2021-01-04") == 0 and start(intraday, "2021-01-04 10:30") == 1
+    assert end(intraday, "2021-01-04") == 2  # a date without a time counts its whole day
+    assert end(intraday, "2021-01-04 10:30") == 1
+    assert parse_time("not a date") is None
