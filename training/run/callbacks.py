@@ -206,11 +206,11 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 class HeadImportanceCallback(PeriodicCallback):
     """Every `every` timesteps, logs each head's importance on the rollout just collected.
 
-    Scalars ``attention/importance/<target>/layer<l>_head<h>`` (l, h from 0, as in `head_gates[l,
-    h]`; targets in `training.attention.importance.TARGETS`) hold the raw ``E|dL/dxi|`` on up to
-    `sample_size` transitions of the rollout, with the rollout's own advantages and returns (SB3 has
-    computed them when a rollout ends), the model's `ent_coef` and `vf_coef`. With `image`, the
-    heatmap of `training.attention.plots.importance_figure` goes under
+    Scalars ``attention/importance/<target>/layer<l>_head<h>`` (l, h from 0, as in
+    `head_gates[l, h]`; targets in `training.attention.importance.TARGETS`) hold the raw
+    ``E|dL/dxi|`` on up to `sample_size` transitions of the rollout, with the rollout's own
+    advantages and returns (SB3 has computed them when a rollout ends), the model's `ent_coef` and
+    `vf_coef`. With `image`, the heatmap of `training.attention.plots.importance_figure` goes under
     ``attention/importance/heatmap``.
     """
 
