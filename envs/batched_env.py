@@ -34,11 +34,14 @@ class BatchedTradingEnv(VecEnv):
     Per-account step details that `TradingEnv` puts in `info` are kept as arrays here instead of
     N dicts per step: `last_step[name]` is a [N] array for each `envs.execution` outcome column
     (e.g. "reward", "commission", "stop_hit"), plus "equity", "cash" and "position".
+
+    `data` is what `TradingEnv` takes, or a ready `TradingCore` (alone: it carries its config and
+    ranges), such as `TradingCore.stacked` over several instruments for training on all of them.
     """
 
     def __init__(
         self,
-        data: DataSource,
+        data: DataSource | TradingCore,
         config: EnvConfig | None = None,
         *,
         n_envs: int = 16,
@@ -47,9 +50,14 @@ class BatchedTradingEnv(VecEnv):
         adjust: bool = False,
         **config_overrides: Any,
     ) -> None:
-        self.core = TradingCore.load(
-            data, config, bars=bars, ticker=ticker, adjust=adjust, **config_overrides
-        )
+        if isinstance(data, TradingCore):  # built by the caller, e.g. `TradingCore.stacked`
+            if config is not None or bars is not None or ticker is not None or config_overrides:
+                raise TypeError("a TradingCore comes with its config and ranges: pass it alone")
+            self.core = data
+        else:
+            self.core = TradingCore.load(
+                data, config, bars=bars, ticker=ticker, adjust=adjust, **config_overrides
+            )
         self.config = self.core.config
         self.render_mode = None
         super().__init__(n_envs, self.core.observation_space, self.core.action_space)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -53,10 +54,22 @@ class Accounts:
 
 
 class TradingCore:
-    """Market arrays and execution rules for one data range, stepping any number of accounts.
+    """Market arrays and execution rules for one or several data ranges, stepping N accounts.
 
     Everything a step needs is precomputed here once (features, OHLC, level tables, per-bar cost
     rates), so a step is O(1) in the length of the data and touches no pandas.
+
+    One range of one instrument (`TradingCore(market, config, bars)`) serves an environment and
+    every evaluation. Several (`TradingCore.stacked`) serve training on many instruments: their
+    arrays are stacked end to end, each instrument's features computed on its own bars, and an
+    episode starts at a random decision bar of any range (ranges drawn in proportion to their
+    possible starts) and ends with its range, never crossing into the next instrument.
+
+    The public face that evaluation builds on: `config`, `features` [T, F], `ohlc` [T, 4],
+    `timestamps` [T], `sides`, `leverages`, `risks` (the level tables), `params` (the kernel's
+    parameter vector), `bars_per_year`, `episode_length`, `reset`, `step`, `observation`,
+    `market_windows`, `step_info`, `episode_summary`, and for a single range `market`,
+    `first_bar` and `end_bar`. Bar indices are positions in the stacked arrays.
     """
 
     @classmethod
@@ -75,25 +88,53 @@ class TradingCore:
         return cls(load_market_data(data, ticker=ticker, adjust=adjust), config, bars)
 
     def __init__(self, market: MarketData, config: EnvConfig, bars: range | None = None) -> None:
-        self.market = market
+        self._build([(market, range(0, len(market)) if bars is None else bars)], config)
+
+    @classmethod
+    def stacked(cls, parts: Sequence[tuple[MarketData, range]], config: EnvConfig) -> TradingCore:
+        """One core over several instruments' ranges: `parts` holds (market, bars) pairs.
+
+        Each range must leave at least one step (see `TradingCore`); bars before a range's start
+        serve as its observation history.
+        """
+        if not parts:
+            raise ValueError("a stacked core needs at least one (market, bars) range")
+        core = cls.__new__(cls)
+        core._build(parts, config)
+        return core
+
+    def _build(self, parts: Sequence[tuple[MarketData, range]], config: EnvConfig) -> None:
+        self.markets = tuple(market for market, _ in parts)
         self.config = config
-        self.features = compute_features(market, norm_window=config.volume_window)  # [T, F]
-        self.ohlc = np.ascontiguousarray(market.ohlc, dtype=np.float64)  # [T, 4]
-        self.timestamps = market.timestamps
-        bars = range(0, len(market)) if bars is None else bars
-        if bars.step != 1 or bars.start < 0 or bars.stop > len(market):
-            raise ValueError(
-                f"bars must be a contiguous range inside [0, {len(market)}), got {bars}"
-            )
-        # Decision bars: the window must fit before the first, and a next bar must follow the last.
-        self.first_bar = max(bars.start, config.window - 1)
-        self.end_bar = bars.stop - 1  # the last bar an order can fill on; episodes end there
-        if self.end_bar - self.first_bar < 1:
-            raise DataError(
-                f"{market.source}: {bars.stop - bars.start} bars in range "
-                f"[{bars.start}, {bars.stop}) leave no step with window={config.window}; need at "
-                f"least window + 1 = {config.window + 1} bars"
-            )
+        self.bars_per_year = config.bars_per_year or _common_bars_per_year(self.markets)
+        offsets = np.cumsum([0] + [len(market) for market in self.markets])  # [K + 1]
+        first, end = [], []
+        for (market, bars), offset in zip(parts, offsets, strict=False):
+            if bars.step != 1 or bars.start < 0 or bars.stop > len(market):
+                raise ValueError(
+                    f"bars must be a contiguous range inside [0, {len(market)}), got {bars}"
+                )
+            # Decision bars: the window fits before the first, a next bar follows the last.
+            first.append(offset + max(bars.start, config.window - 1))
+            end.append(offset + bars.stop - 1)  # the last bar an order can fill on
+            if end[-1] - first[-1] < 1:
+                raise DataError(
+                    f"{_name(market)}: {bars.stop - bars.start} bars in range "
+                    f"[{bars.start}, {bars.stop}) leave no step with window={config.window}; "
+                    f"need at least window + 1 = {config.window + 1} bars"
+                )
+        self.first_bars = np.asarray(first, dtype=np.int64)  # [K]
+        self.end_bars = np.asarray(end, dtype=np.int64)  # [K]
+        self.features = np.concatenate(
+            [
+                compute_features(market, config.volume_window, self.bars_per_year)
+                for market in self.markets
+            ]
+        )  # [T, F]
+        self.ohlc = np.ascontiguousarray(
+            np.concatenate([market.ohlc for market in self.markets]), dtype=np.float64
+        )  # [T, 4]
+        self.timestamps = np.concatenate([market.timestamps for market in self.markets])  # [T]
         # Row j of `_windows` is the window ending at bar j + window - 1, flattened: a read-only
         # view of overlapping rows (no copy), so gathering N windows is one fancy index.
         self._windows = sliding_window_view(
@@ -102,7 +143,6 @@ class TradingCore:
         self.sides = np.asarray(config.direction_sides, dtype=np.int64)
         self.leverages = np.asarray(config.leverage_levels, dtype=np.float64)
         self.risks = np.asarray(config.risk_levels, dtype=np.float64)
-        self.bars_per_year = config.bars_per_year or market.bars_per_year()
         self.params = np.zeros(ex.N_PARAMS, dtype=np.float64)
         self.params[ex.P_COMMISSION] = config.commission_bps * 1e-4
         self.params[ex.P_SLIPPAGE] = config.slippage_bps * 1e-4
@@ -119,30 +159,63 @@ class TradingCore:
             }
         )
         self.action_space = spaces.MultiDiscrete(list(config.action_sizes))
-        whole = self.end_bar - self.first_bar
+        whole = self.end_bars - self.first_bars  # [K] steps from a range's first bar to its end
         length = config.episode_length
-        # Steps in one episode: the configured length, or the whole range when it is None.
-        self.episode_length = whole if length is None else min(length, whole)
-        self.params[ex.P_END_BAR] = self.end_bar
+        # Steps in one episode: the configured length, or a whole range when it is None; a range
+        # shorter than the length gives shorter episodes (they end with the range).
+        self.episode_length = int(whole.max() if length is None else min(length, whole.max()))
+        self._last_starts = self.end_bars - np.minimum(whole, self.episode_length)  # [K]
+        starts = self._last_starts - self.first_bars + 1  # [K] possible starts of each range
+        self._range_weights = starts / starts.sum()  # [K]
         self.params[ex.P_EPISODE_LENGTH] = self.episode_length
         # Python lists: reading them is several times cheaper than numpy scalars in `step_info`.
         self._labels = (list(config.direction_names), self.leverages.tolist(), self.risks.tolist())
         self._closes = self.ohlc[:, 3].tolist()
 
+    @property
+    def market(self) -> MarketData:
+        """The instrument of a single-range core (a stacked core has `markets`)."""
+        self._check_single("market")
+        return self.markets[0]
+
+    @property
+    def first_bar(self) -> int:
+        """A single-range core's first decision bar (the window fits before it)."""
+        self._check_single("first_bar")
+        return int(self.first_bars[0])
+
+    @property
+    def end_bar(self) -> int:
+        """A single-range core's last bar an order can fill on; its episodes end there."""
+        self._check_single("end_bar")
+        return int(self.end_bars[0])
+
+    def _check_single(self, name: str) -> None:
+        if len(self.markets) != 1:
+            raise AttributeError(f"a core over {len(self.markets)} ranges has no single {name}")
+
     def draw_start(self, rng: np.random.Generator) -> int:
-        """First decision bar of a new episode: random when configured, else the range start."""
+        """First decision bar of a new episode: random when configured, else the range start.
+
+        A stacked core first draws the range, in proportion to its possible starts (one draw
+        of `rng` more than a single range takes).
+        """
+        k = 0
+        if len(self.markets) > 1:
+            k = int(rng.choice(len(self.markets), p=self._range_weights))
         if not self.config.random_start:
-            return self.first_bar
-        last_start = self.end_bar - self.episode_length
-        return int(rng.integers(self.first_bar, last_start + 1))
+            return int(self.first_bars[k])
+        return int(rng.integers(self.first_bars[k], self._last_starts[k] + 1))
 
     def reset(self, accounts: Accounts, index: np.ndarray, starts: np.ndarray) -> None:
         """Start fresh episodes for accounts `index` at decision bars `starts`; observe them."""
+        ranges = np.searchsorted(self.first_bars, starts, side="right") - 1  # [n]
         ex.reset_accounts(
             accounts.state,
             accounts.bars,
             index,
             starts,
+            self.end_bars[ranges],
             self.config.initial_equity,
             self.ohlc,
             accounts.observation,
@@ -248,3 +321,27 @@ class TradingCore:
             "exposure_mean": s[ex.EP_EXPOSURE] / steps,
             "steps": s[ex.EP_STEPS],
         }
+
+
+def _name(market: MarketData) -> str:
+    """The instrument in messages: its source, and its ticker when it has one."""
+    return market.source + (f" ({market.ticker})" if market.ticker else "")
+
+
+# Instruments stacked in one core share one bars-per-year (financing and borrow are charged per
+# bar): their observed figures may differ by this factor at most (daily stocks and indices
+# differ by a few holidays; daily and hourly data differ by ~25x).
+BARS_PER_YEAR_TOLERANCE = 1.25
+
+
+def _common_bars_per_year(markets: Sequence[MarketData]) -> float:
+    """The median of the instruments' observed bars per year; `DataError` if they disagree."""
+    observed = [market.bars_per_year() for market in markets]
+    low, high = int(np.argmin(observed)), int(np.argmax(observed))
+    if observed[high] > BARS_PER_YEAR_TOLERANCE * observed[low]:
+        raise DataError(
+            f"{_name(markets[low])} has {observed[low]:,.0f} bars a year and "
+            f"{_name(markets[high])} {observed[high]:,.0f}: instruments trained together need "
+            "bars of one frequency (or set env.bars_per_year)"
+        )
+    return float(np.median(observed))

@@ -51,7 +51,8 @@ EP_RETURN_SUM = 17  # sum of simple per-bar returns
 EP_RETURN_SQ = 18  # sum of squared simple per-bar returns
 EP_MAX_DRAWDOWN = 19  # largest drawdown seen, as a fraction of the peak
 EP_EXPOSURE = 20  # sum of |exposure| at each close
-N_STATE = 21
+END_BAR = 21  # the last bar an order can fill on in this account's range: episodes end there
+N_STATE = 22
 
 # Per-step outcome columns (float64 [N, N_OUT]).
 REWARD = 0
@@ -95,9 +96,8 @@ P_MAINTENANCE = 4  # maintenance margin as a share of notional
 P_REWARD = 5  # 0 log return, 1 differential Sharpe, 2 drawdown-penalised log return
 P_SHARPE_ETA = 6
 P_DRAWDOWN_PENALTY = 7
-P_END_BAR = 8  # last bar an order can fill on: episodes are truncated there
-P_EPISODE_LENGTH = 9  # steps after which an episode is truncated
-N_PARAMS = 10
+P_EPISODE_LENGTH = 8  # steps after which an episode is truncated
+N_PARAMS = 9
 
 REWARD_CODES = {"log_return": 0.0, "differential_sharpe": 1.0, "drawdown_penalty": 2.0}
 
@@ -298,16 +298,18 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         state[i, EP_RETURN_SQ] += ret * ret
         state[i, EP_MAX_DRAWDOWN] = max(state[i, EP_MAX_DRAWDOWN], 1.0 - equity / state[i, PEAK])
         state[i, EP_EXPOSURE] += abs(qty * close) / max(equity, 1e-300)
-        ended = t >= params[P_END_BAR] or state[i, EP_STEPS] >= params[P_EPISODE_LENGTH]
+        ended = t >= state[i, END_BAR] or state[i, EP_STEPS] >= params[P_EPISODE_LENGTH]
         out[i, TRUNCATED] = 1.0 if ended and out[i, TERMINATED] == 0.0 else 0.0
     observe_accounts(state, bars, ohlc, account_obs)
 
 
 @numba.njit(cache=True)
-def reset_accounts(state, bars, index, starts, initial_equity, ohlc, account_obs):
+def reset_accounts(state, bars, index, starts, ends, initial_equity, ohlc, account_obs):
     """Start fresh episodes for the accounts `index` at bars `starts`: flat, full equity.
 
-    Also writes those accounts' observations at their start bar into `account_obs`.
+    `ends[j]` is the last bar an order of account `index[j]` can fill on (the end of its data
+    range): its episode is truncated there. Also writes those accounts' observations at their
+    start bar into `account_obs`.
     """
     for j in range(index.shape[0]):
         i = index[j]
@@ -316,5 +318,6 @@ def reset_accounts(state, bars, index, starts, initial_equity, ohlc, account_obs
         state[i, EQUITY] = initial_equity
         state[i, PEAK] = initial_equity
         state[i, START_EQUITY] = initial_equity
+        state[i, END_BAR] = ends[j]
         bars[i] = starts[j]
         _observe(state, bars, ohlc, account_obs, i)

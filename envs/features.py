@@ -1,23 +1,32 @@
 """Causal per-bar features of a `MarketData`, computed once before an environment steps.
 
 Row t uses bars 0..t only. The four price features are log prices relative to the previous close,
-divided by a causal volatility and clipped; volume is a causal z-score of log volume:
+divided by a causal volatility and clipped; volume is a causal z-score of log volume; the last two
+give the volatility's own level, which the scaled price features hide:
 
-| feature        | raw value (bar t, c_{-1} := o_0)  | scale                                  |
-|----------------|-----------------------------------|----------------------------------------|
-| `close_return` | log(c_t / c_{t-1})                | / vol_t, clipped to +-10               |
-| `open_gap`     | log(o_t / c_{t-1})                | / vol_t, clipped to +-10               |
-| `high_range`   | log(h_t / c_{t-1})                | / vol_t, clipped to +-10               |
-| `low_range`    | log(l_t / c_{t-1})                | / vol_t, clipped to +-10               |
-| `volume`       | log(1 + v_t)                      | rolling z-score, clipped to +-10       |
+| feature            | raw value (bar t, c_{-1} := o_0)  | scale                               |
+|--------------------|-----------------------------------|-------------------------------------|
+| `close_return`     | log(c_t / c_{t-1})                | / vol_t, clipped to +-10            |
+| `open_gap`         | log(o_t / c_{t-1})                | / vol_t, clipped to +-10            |
+| `high_range`       | log(h_t / c_{t-1})                | / vol_t, clipped to +-10            |
+| `low_range`        | log(l_t / c_{t-1})                | / vol_t, clipped to +-10            |
+| `volume`           | log(1 + v_t)                      | rolling z-score, clipped to +-10    |
+| `volatility`       | log(vol_t * sqrt(bars_per_year))  | none (annualised level), clipped    |
+| `volatility_trend` | log(vol_t / long_vol_t)           | none, clipped to +-10               |
 
 vol_t is the root mean square of `close_return` over the last `norm_window` bars including t
 (fewer bars before that), floored at `VOLATILITY_FLOOR`. It departs from a rolling standard
 deviation on purpose: it takes the mean as zero, the usual short-horizon volatility estimate, so it
 is defined from the first bar on (a standard deviation of one or two returns is zero or nearly so)
 and does not shrink when prices trend. Because the window includes bar t, |close_return| can
-never exceed sqrt(norm_window) (8 for 64 bars); the clip binds on wicks and gaps. No statistic
-covers the whole file.
+never exceed sqrt(norm_window) (8 for 64 bars); the clip binds on wicks and gaps. long_vol_t is
+the same over `LONG_WINDOW_FACTOR` times as many bars. No statistic covers the whole file.
+
+Why the level: every price feature is divided by vol_t, so a few weeks into a calm or a turbulent
+spell the windows look alike. Growth-optimal leverage scales with drift / variance and a sensible
+stop distance with volatility, so the `leverage` and `risk` heads need the level itself:
+`volatility` is it, annualised so that daily and hourly data read alike (about -1.6 for 20% a
+year), and `volatility_trend` says whether it is rising (> 0) or falling against a longer past.
 """
 
 from __future__ import annotations
@@ -27,29 +36,47 @@ import pandas as pd
 
 from envs.market_data import MarketData
 
-FEATURE_NAMES: tuple[str, ...] = ("close_return", "open_gap", "high_range", "low_range", "volume")
+FEATURE_NAMES: tuple[str, ...] = (
+    "close_return",
+    "open_gap",
+    "high_range",
+    "low_range",
+    "volume",
+    "volatility",
+    "volatility_trend",
+)
 CLIP = 10.0  # every feature lies in [-CLIP, CLIP]
 VOLATILITY_FLOOR = 1e-4  # log-return units (1 bp): flat prices give 0, not 0 / 0
 VOLUME_STD_FLOOR = 1e-2  # log-volume units: near-constant volume is not blown up
+LONG_WINDOW_FACTOR = 4  # `volatility_trend` compares vol_t with the vol of 4x as many bars
 
 
-def compute_features(market: MarketData, norm_window: int = 64) -> np.ndarray:
+def compute_features(
+    market: MarketData, norm_window: int = 64, bars_per_year: float | None = None
+) -> np.ndarray:
     """Causal features of every bar, [T, len(FEATURE_NAMES)] float32, C-contiguous, finite.
 
     Args:
         market: validated bars (positive prices, volume >= 0).
         norm_window: bars, including the current one, behind the volatility and the volume
             z-score; earlier bars use the bars there are.
+        bars_per_year: annualises `volatility`; None: the bars per year observed in `market`
+            (`MarketData.bars_per_year`), as the environment does without `env.bars_per_year`.
     """
     if norm_window < 2:
         raise ValueError(f"norm_window must be >= 2, got {norm_window}")
     previous_close = np.concatenate([market.open[:1], market.close[:-1]])
     prices = np.column_stack([market.close, market.open, market.high, market.low])  # [T, 4]
     log_moves = np.log(prices) - np.log(previous_close)[:, None]  # [T, 4]
+    if bars_per_year is None:
+        bars_per_year = market.bars_per_year()
     volatility = _rolling_rms(log_moves[:, 0], norm_window)  # [T]
+    long_volatility = _rolling_rms(log_moves[:, 0], LONG_WINDOW_FACTOR * norm_window)  # [T]
     features = np.empty((len(market), len(FEATURE_NAMES)), dtype=np.float32)
     features[:, :4] = np.clip(log_moves / volatility[:, None], -CLIP, CLIP)
     features[:, 4] = np.clip(_rolling_zscore(np.log1p(market.volume), norm_window), -CLIP, CLIP)
+    features[:, 5] = np.clip(np.log(volatility * np.sqrt(bars_per_year)), -CLIP, CLIP)
+    features[:, 6] = np.clip(np.log(volatility / long_volatility), -CLIP, CLIP)
     return features
 
 

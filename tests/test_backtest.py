@@ -358,7 +358,7 @@ MODELS = {
     "random-zip": (_random_zip, "not a model saved by training.train"),
     "not-a-zip": (_text_file, "not a model saved by training.train"),
     "sb3-mlp-policy": (_sb3_mlp_model, "ActorCriticPolicy model, not a multi-head trading agent"),
-    "config-window-differs": (_other_window, "reads market observations of shape (16, 5)"),
+    "config-window-differs": (_other_window, "reads market observations of shape (16, 7)"),
 }
 
 

@@ -42,11 +42,14 @@ def market_from_closes(close: np.ndarray, volume: np.ndarray | None = None) -> M
 def test_real_files(shared_data_dir, name):
     features = compute_features(load_market_data(shared_data_dir / name), norm_window=64)
     assert features.dtype == np.float32 and features.flags.c_contiguous
-    assert features.shape[1] == len(FEATURE_NAMES) == 5
+    assert features.shape[1] == len(FEATURE_NAMES) == 7
     assert np.isfinite(features).all() and (np.abs(features) <= CLIP).all()
     close_return = features[64:, 0]
     assert 0.7 < close_return.std() < 1.3  # scaled by its own causal volatility
     assert abs(features[64:, 4].mean()) < 0.5  # a rolling z-score
+    annual = np.exp(np.median(features[64:, 5]))  # the annualised volatility level
+    assert 0.04 < annual < 0.4  # stocks, an index and EUR/USD: 5% to 35% a year
+    assert abs(np.median(features[256:, 6])) < 0.3  # recent vol against 4x as long a past
 
 
 def test_wiki_split_days_stand_out(data_dir):
@@ -78,12 +81,33 @@ def test_hand_computed_values():
     np.testing.assert_allclose(features[:, :4], raw / volatility[:, None], rtol=1e-6)
     zscores = [0.0, 1.0, 1.0]  # of two values, the larger is +1 standard deviation (ddof=0)
     np.testing.assert_allclose(features[:, 4], zscores, rtol=1e-6)
+    bars_per_year = 2 / (2 / (365.25 * 24))  # 3 hourly bars: 2 steps over 2 hours
+    np.testing.assert_allclose(
+        features[:, 5], np.log(volatility * np.sqrt(bars_per_year)), rtol=1e-6
+    )
+    long_volatility = np.sqrt(np.cumsum(squares) / np.arange(1, 4))  # window 8: every bar so far
+    np.testing.assert_allclose(features[:, 6], np.log(volatility / long_volatility), atol=1e-6)
     assert features[0, 1] == 0.0  # the first bar opens at its own "previous close"
 
 
 def test_flat_prices_and_zero_volume_give_zeros():
     features = compute_features(market_of(*[np.full(50, 7.0)] * 4), norm_window=10)
-    np.testing.assert_array_equal(features, np.zeros((50, 5), dtype=np.float32))
+    np.testing.assert_array_equal(features[:, :5], np.zeros((50, 5), dtype=np.float32))
+    floor = np.log(np.float32(1e-4 * np.sqrt(365.25 * 24)))  # the volatility floor, annualised
+    np.testing.assert_allclose(features[:, 5], floor, rtol=1e-6)
+    np.testing.assert_array_equal(features[:, 6], 0.0)
+
+
+def test_the_volatility_level_tells_calm_from_turbulent_spells():
+    """The scaled returns look alike in both spells; the level differs by the vol ratio."""
+    rng = np.random.default_rng(0)
+    returns = np.concatenate([rng.normal(0, 0.01, 300), rng.normal(0, 0.03, 300)])
+    features = compute_features(market_from_closes(100 * np.exp(np.cumsum(returns))))
+    calm, turbulent = features[200:300], features[500:600]
+    assert abs(calm[:, 0].std() - turbulent[:, 0].std()) < 0.2  # scaled returns: alike
+    level_gap = np.median(turbulent[:, 5]) - np.median(calm[:, 5])
+    assert 0.8 < level_gap < 1.4  # log(3%) - log(1%) = 1.10, give or take sampling noise
+    assert features[340:380, 6].mean() > 0.4  # vol rising against the longer past
 
 
 def test_constant_volume_gives_zero_zscore():

@@ -305,4 +305,4 @@ def test_cli_refuses_foreign_files_and_a_mismatched_window(smoke_run, tmp_path, 
     (wider / "best_model.zip").write_bytes((smoke_run / "best_model.zip").read_bytes())
     assert heads_main(["--model", str(wider), "--data", str(DATA)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "(16, 5)" in err and "(32, 5)" in err, err
+    assert err.count("\n") == 1 and "(16, 7)" in err and "(32, 7)" in err, err

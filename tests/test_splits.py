@@ -1,11 +1,13 @@
-"""chronological_split: fractions, dates, the partition property, and parameter errors."""
+"""chronological_split and split_calendar: fractions, dates, the partition property, one calendar
+for several instruments, and parameter errors."""
 
+import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from envs.market_data import DataError, load_market_data
-from envs.splits import Splits, chronological_split
+from envs.splits import Splits, chronological_split, split_calendar
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +103,54 @@ def test_too_few_bars_for_the_fractions(googl):
         chronological_split(googl.slice(0, 10), validation=0.2, test=0.01)
     with pytest.raises(DataError, match=r"validation=0\.01 leaves no validation bars of 10"):
         chronological_split(googl.slice(0, 10), validation=0.01, test=0.2)
+
+
+# --- several instruments: one calendar ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wiki(data_dir):
+    path = data_dir / "wiki_AAPL_FB_GOOG_IBM_MSFT_daily.csv"
+    return [load_market_data(path, ticker=t) for t in ("AAPL", "FB", "GOOG")]
+
+
+def test_one_calendar_gives_every_instrument_the_same_boundary_dates(wiki, googl):
+    markets = [*wiki, googl]  # AAPL 2000-2013, FB 2012-2013, GOOG 2004-2013, GOOGL 2009-2018
+    split = split_calendar(markets)
+    assert split.validation_start is not None and split.test_start is not None
+    for market, splits in zip(markets, split.splits, strict=True):
+        assert_partition(splits, len(market))
+        times = market.timestamps
+        # No instrument's test (or validation) dates fall inside any training range.
+        assert all(times[i] < split.validation_start for i in splits.train)
+        assert all(split.validation_start <= times[i] < split.test_start for i in splits.validation)
+        assert all(times[i] >= split.test_start for i in splits.test)
+    # The calendar is the union of dates, 2000-03-01 .. 2018-08-29: validation starts 2013-02-14
+    # and test 2015-11-20, where only GOOGL has bars; the wiki tickers end on 2013-03-01.
+    assert str(split.validation_start)[:10] == "2013-02-14"
+    assert str(split.test_start)[:10] == "2015-11-20"
+    assert [(len(s.train), len(s.validation), len(s.test)) for s in split.splits] == [
+        (3259, 11, 0),
+        (185, 11, 0),
+        (2137, 11, 0),
+        (939, 698, 698),
+    ]
+
+
+def test_a_short_history_takes_part_only_where_it_has_bars(wiki):
+    aapl, fb, _ = wiki
+    split = split_calendar([aapl, fb], validation_start="2012-06-01", test_start="2012-10-01")
+    fb_splits = split.splits[1]
+    assert len(fb_splits.train) == int(
+        (fb.timestamps < np.datetime64("2012-06-01")).sum()
+    )  # FB listed 2012-05-18: a few training bars only
+    assert len(fb_splits.validation) > 0 and len(fb_splits.test) > 0
+
+
+def test_one_instrument_splits_as_before(googl):
+    assert split_calendar([googl]).splits[0] == chronological_split(googl)
+
+
+def test_calendar_dates_outside_the_union_are_refused(wiki):
+    with pytest.raises(DataError, match="3 instruments: test_start=1990-01-01 is outside the data"):
+        split_calendar(wiki, test_start="1990-01-01")

@@ -59,7 +59,7 @@ def test_make_accepts_a_path_a_frame_or_loaded_data(source):
     data = {"path": GOOGL, "frame": pd.read_csv(GOOGL), "market": load_market_data(GOOGL)}[source]
     env = gym.make("MultiHeadTrading-v0", data=data, window=32, leverage_levels=(1, 2))
     obs, _ = env.reset(seed=1)
-    assert obs["market"].shape == (32, 5) and obs["account"].shape == (8,)
+    assert obs["market"].shape == (32, 7) and obs["account"].shape == (8,)
     assert env.action_space.nvec.tolist() == [3, 2, 4]
     assert env.observation_space.contains(obs)
 
