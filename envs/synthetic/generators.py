@@ -163,7 +163,7 @@ def crash_risk(
         vol=tuple(vols),
         transition=_two_state_transition(mean_spells),
         crash_prob=(0.0, crash_prob),
-        crash_size=tuple(crash_size),
+        crash_size=crash_size,
         crash_overnight_share=overnight_share,
         crash_substeps=crash_substeps,
         substeps=substeps,

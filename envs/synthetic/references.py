@@ -118,9 +118,9 @@ class _Options:
     def of(cls, config: EnvConfig) -> _Options:
         """The options `config`'s action space offers."""
         rows = [(0.0, 0.0, config.flat_direction_index, 0)]
-        for d, side in enumerate(config.direction_sides):
-            if side != 0:
-                rows += [(float(side), lev, d, j) for j, lev in enumerate(config.leverage_levels)]
+        for d, sign in enumerate(config.direction_sides):
+            if sign != 0:
+                rows += [(float(sign), lev, d, j) for j, lev in enumerate(config.leverage_levels)]
         side, leverage, direction, lev_index = (np.asarray(col) for col in zip(*rows, strict=True))
         return cls(side, leverage, direction, lev_index, np.asarray(config.risk_levels))
 
