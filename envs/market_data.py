@@ -6,17 +6,23 @@ Recognised input
 ----------------
 * Column names in any case, ignoring spaces, underscores and punctuation, with common aliases
   (`_ALIASES`): the timestamp from ``Date``, ``Time``, ``Timestamp``, ``Datetime``,
-  ``Date Time``, ``Gmt time``, ``unix`` (or separate ``Date`` and ``Time`` columns, joined);
-  ``Open``/``o``, ``High``/``h``, ``Low``/``l``, ``Close``/``c`` (or, without one, ``Price`` or
-  ``Last``); ``Adj Close``/``adj_close``/``adjusted close``; ``Volume``/``Vol``/``v``;
-  ``Ticker``/``Symbol``/``Name``. Without a timestamp name, an unnamed first column is the
-  timestamp; for a DataFrame, so is a `DatetimeIndex` or an index named like a timestamp column.
+  ``Date Time``, ``Gmt time``, ``unix``, ``Open time`` (or separate ``Date`` and ``Time``
+  columns, joined); ``Open``/``o``, ``High``/``h``, ``Low``/``l``, ``Close``/``c`` (or, without
+  one, ``Price`` or ``Last``); ``Adj Close``/``adj_close``/``adjusted close``/``adjusted``;
+  ``Volume``/``Vol``/``v`` (or, without one, the first column named ``Volume ...``, such as
+  ``Volume BTC``); ``Ticker``/``Symbol``/``Name``. Without a timestamp name, an unnamed first
+  column is the timestamp; for a DataFrame, so is a `DatetimeIndex` or an index named like a
+  timestamp column. Of several timestamp columns (``unix`` and ``date``) the first is read.
   Other columns are ignored.
-* Timestamps: ISO 8601 with or without a time and a zone; day-first (``31.12.2018 22:00:00.000``,
-  ``31/12/2018``); month-first (``12/31/2018``); other shapes pandas can name one format for
-  (``Jan 4, 1999``), always with a four-digit year; compact ``20181231`` (eight digits are a date,
-  never a unix time); unix seconds (9 to 11 digits) or milliseconds (12 to 14 digits). A zone
-  is converted to UTC and dropped. The whole column is parsed with one format, named from its
+* Timestamps: ISO 8601 with or without a time and a zone (``2019-10-17T09:00:00+02:00``,
+  ``2019-10-17 09:00:00-05:00``, ``...Z``; every row with a zone or none); day-first
+  (``31.12.2018 22:00:00.000``, ``31/12/2018``); month-first (``12/31/2018``); a 12-hour clock
+  after any of these (``10/17/2019 09:00:00 AM``, ``2019-10-17 09-AM`` as CryptoDataDownload
+  writes hours, ``pm`` in any case); a zone name (``2019-10-17 09:00:00 UTC``); other shapes
+  pandas can name one format for (``Jan 4, 1999``), always with a four-digit year; compact
+  ``20181231`` (eight digits are a date, never a unix time); unix seconds (9 to 11 digits),
+  milliseconds (12 to 14), microseconds (15 to 17) or nanoseconds (18 or 19). A zone is
+  converted to UTC and dropped. The whole column is parsed with one format, named from its
   first value.
 * Day-first or month-first is read from the data: the order under which every row parses wins.
   When both do (no day above 12 anywhere), dotted dates (``DD.MM.YYYY``) are read day-first by
@@ -30,8 +36,9 @@ Recognised input
 * Separators ``,`` ``;`` and tab, found from the header line. Banner lines above the header are
   skipped: the header is the first of the first 20 lines that names at least two known columns.
 * Rows in any time order: they are sorted by timestamp (files are often newest first).
-* Long files with a ticker column: with more than one ticker, ``ticker=`` picks one. A file
-  without a ticker column takes ``ticker`` as its label.
+* Long files with a ticker column: with more than one ticker, ``ticker=`` picks one, or
+  `load_instruments` reads them all at once. A file without a ticker column takes ``ticker``
+  as its label.
 
 Repaired, each with one warning that counts the rows
 ----------------------------------------------------
@@ -55,9 +62,10 @@ none`` in any case (a ticker column keeps such words: ``NA`` can be a ticker).
 Row numbers in messages are the line numbers an editor shows (the header is line 1 when there is
 no banner); for a DataFrame they are its index labels.
 
-This module holds the public face (`load_market_data`, `MarketData`, `DataError`, and the date
-helpers `parse_time` and `time_labels`) and the checks of rows and columns; reading the cells,
-parsing numbers and parsing timestamps are `envs.table`, `envs.numeric` and `envs.timestamps`.
+This module holds the public face (`load_market_data`, `load_instruments`,
+`has_adjusted_close`, `MarketData`, `DataError`, and the date helpers `parse_time` and
+`time_labels`) and the checks of rows and columns; reading the cells, parsing numbers and
+parsing timestamps are `envs.table`, `envs.numeric` and `envs.timestamps`.
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -74,7 +83,15 @@ import pandas as pd
 from numpy.typing import ArrayLike, DTypeLike
 
 from envs.numeric import parse_prices, parse_volume, plain_numbers
-from envs.table import FIELD_OF, DataError, Table, file_table, frame_table, normalise
+from envs.table import (
+    FIELD_OF,
+    DataError,
+    Table,
+    file_header,
+    file_table,
+    frame_table,
+    normalise,
+)
 from envs.timestamps import (
     all_at_midnight,
     chronological_order,
@@ -83,11 +100,20 @@ from envs.timestamps import (
     time_labels,
 )
 
-__all__ = ["DataError", "MarketData", "load_market_data", "parse_time", "time_labels"]
+__all__ = [
+    "DataError",
+    "MarketData",
+    "has_adjusted_close",
+    "load_instruments",
+    "load_market_data",
+    "parse_time",
+    "time_labels",
+]
 
 PRICE_FIELDS = ("open", "high", "low", "close")
 _ARRAY_FIELDS = ("timestamps", *PRICE_FIELDS, "volume")
 _CLOSE_FALLBACKS = ("price", "last")  # the close when no column is named like one (investing.com)
+_VOLUME_PREFIX = "volume"  # without a volume column, the first "Volume BTC" (CryptoDataDownload)
 _REQUIRED_NAMES = {
     "time": "timestamp (Date, Time, Timestamp, unix ...)",
     "adj_close": "Adj Close (adjust=True needs it)",
@@ -188,18 +214,104 @@ def load_market_data(
     Raises:
         DataError: the data is unusable; the message is one line naming file, row and column.
     """
-    if min_rows < 1:
-        raise ValueError(f"min_rows must be >= 1, got {min_rows}")
+    _check_min_rows_argument(min_rows)
     if isinstance(source, MarketData):
         market = _label_market(source, ticker)
         _check_row_count(market.source, len(market), min_rows)
         return market
+    table, columns, notes = _read(source, adjust)
+    table, ticker = _select_ticker(table, columns.get("ticker"), ticker)
+    market = _validated(table, columns, ticker, adjust, min_rows, notes)
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return market
+
+
+def load_instruments(
+    source: str | os.PathLike | pd.DataFrame | MarketData,
+    *,
+    tickers: Sequence[str] | None = None,
+    adjust: bool = False,
+    min_rows: int = 2,
+) -> list[MarketData]:
+    """Every instrument of a CSV path or a DataFrame, read once, each a validated `MarketData`.
+
+    A long file with a ticker column gives one `MarketData` per ticker, labelled with it, in the
+    order of each ticker's first row. Each one equals ``load_market_data(source, ticker=name,
+    adjust=adjust, min_rows=min_rows)``: the same checks, repairs and warnings, and errors that
+    name the file and the line. Data without a ticker column, or a `MarketData`, is one
+    instrument: a list of one (labelled as ``ticker=`` would label it).
+
+    Args:
+        source: as for `load_market_data`.
+        tickers: the instruments to return, in this order, matched ignoring case; None: all.
+            For data without a ticker column, at most one name, the label.
+        adjust: as for `load_market_data`, for every instrument.
+        min_rows: as for `load_market_data`, for every instrument.
+
+    Raises:
+        DataError: any instrument is unusable (one line naming file, row and column); a name in
+            `tickers` is not in the file ("ticker 'X' not found; tickers present: ...") or two
+            names pick one ticker; with `tickers` None, a row has no ticker.
+        TypeError: `tickers` is a string rather than a sequence of names.
+        ValueError: `tickers` is empty, or `min_rows` < 1.
+    """
+    _check_min_rows_argument(min_rows)
+    if isinstance(tickers, str):
+        raise TypeError(f"tickers= takes a sequence of names, such as [{tickers!r}]; got a string")
+    if tickers is not None and len(tickers) == 0:
+        raise ValueError("tickers= names no instrument; pass None for every one")
+    if isinstance(source, MarketData):
+        return [
+            load_market_data(source, ticker=_only_label(source.source, tickers), min_rows=min_rows)
+        ]
+    table, columns, notes = _read(source, adjust)
+    parts: list[tuple[Table, str | None]]
+    if "ticker" in columns:
+        parts = list(_split_tickers(table, columns["ticker"][0], tickers))
+    else:
+        parts = [(table, _only_label(table.name, tickers))]
+    markets = [_validated(part, columns, name, adjust, min_rows, notes) for part, name in parts]
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return markets
+
+
+def has_adjusted_close(source: str | os.PathLike | pd.DataFrame) -> bool:
+    """Whether a CSV file (its header line alone is read) or a DataFrame has a column named
+    like an adjusted close (``Adj Close``, ``adjusted``, ...), which ``adjust=True`` needs.
+
+    Raises:
+        DataError: the file cannot be read, or has no header line.
+    """
+    if isinstance(source, pd.DataFrame):
+        header = [str(column) for column in source.columns]
+    else:
+        header = file_header(Path(source))
+    return any(FIELD_OF.get(normalise(name)) == "adj_close" for name in header)
+
+
+def _read(
+    source: str | os.PathLike | pd.DataFrame, adjust: bool
+) -> tuple[Table, dict[str, list[int]], list[str]]:
+    """The table of a file or DataFrame without its empty rows, its columns, and the notes."""
     is_frame = isinstance(source, pd.DataFrame)
     table = frame_table(source) if is_frame else file_table(Path(source))
     notes: list[str] = []
     columns = _map_columns(table, adjust)
     table = _drop_empty_rows(table, notes)
-    table, ticker = _select_ticker(table, columns.get("ticker"), ticker)
+    return table, columns, notes
+
+
+def _validated(
+    table: Table,
+    columns: dict[str, list[int]],
+    ticker: str | None,
+    adjust: bool,
+    min_rows: int,
+    notes: list[str],
+) -> MarketData:
+    """One instrument's rows (`table`) parsed, checked and sorted; repairs are added to notes."""
     table = _drop_rows_without_prices(table, columns, notes)
     _check_row_count(table.name, len(table), min_rows)
     numeric = [
@@ -220,7 +332,7 @@ def load_market_data(
             volume / factor,
         )
     order = chronological_order(table, timestamps, columns["time"])
-    market = MarketData(
+    return MarketData(
         source=table.source,
         ticker=ticker,
         timestamps=timestamps[order],
@@ -230,9 +342,6 @@ def load_market_data(
         close=close[order],
         volume=volume[order],
     )
-    for note in notes:
-        warnings.warn(note, stacklevel=2)
-    return market
 
 
 def _map_columns(table: Table, adjust: bool) -> dict[str, list[int]]:
@@ -248,11 +357,15 @@ def _map_columns(table: Table, adjust: bool) -> dict[str, list[int]]:
             columns.setdefault(field, []).append(position)
     if "time" not in columns and table.header and normalise(table.header[0]) in _UNNAMED:
         columns["time"] = [0]
+    names = [normalise(name) for name in table.header]
     if "close" not in columns:  # no Close column: a Price or Last column is the close
-        names = [normalise(name) for name in table.header]
         fallback = next((names.index(name) for name in _CLOSE_FALLBACKS if name in names), None)
         if fallback is not None:
             columns["close"] = [fallback]
+    if "volume" not in columns:  # "Volume BTC,Volume USDT": the first, the base asset's
+        prefixed = [p for p, name in enumerate(names) if name.startswith(_VOLUME_PREFIX)]
+        if prefixed:
+            columns["volume"] = prefixed[:1]
     required = ["time", *PRICE_FIELDS, *(["adj_close"] if adjust else [])]
     missing = [_REQUIRED_NAMES.get(field, field) for field in required if field not in columns]
     if missing:
@@ -310,7 +423,7 @@ def _select_ticker(
     """Keep the rows of one ticker; returns the table and the ticker's name."""
     if positions is None:
         return table, ticker
-    names = table.frame[positions[0]].fillna("").astype(str).str.strip()
+    names = _ticker_names(table, positions[0])
     present = sorted(names.unique())
     if ticker is None and len(present) == 1:
         return table, present[0]
@@ -319,12 +432,53 @@ def _select_ticker(
             f"{table.name}: several tickers in column '{table.header[positions[0]]}'; pass "
             f"ticker= one of: {', '.join(present)}"
         )
-    chosen = next((name for name in present if name.upper() == ticker.strip().upper()), None)
+    chosen = _find_ticker(table, present, ticker)
+    return table.take((names == chosen).to_numpy()), chosen
+
+
+def _split_tickers(
+    table: Table, position: int, tickers: Sequence[str] | None
+) -> list[tuple[Table, str]]:
+    """The rows of each ticker (of `tickers`, else of all in order of first appearance)."""
+    names = _ticker_names(table, position)
+    codes, uniques = pd.factorize(names)  # uniques in order of first appearance
+    present = [str(name) for name in uniques]
+    if tickers is None:
+        if "" in present:
+            raise table.cell_error((names == "").to_numpy(), position, "a ticker")
+        chosen = present
+    else:
+        chosen = [_find_ticker(table, sorted(present), ticker) for ticker in tickers]
+        twice = next((name for i, name in enumerate(chosen) if name in chosen[:i]), None)
+        if twice is not None:
+            raise DataError(f"{table.name}: tickers= names ticker '{twice}' twice")
+    return [(table.take(codes == present.index(name)), name) for name in chosen]
+
+
+def _ticker_names(table: Table, position: int) -> pd.Series:
+    """The ticker column as stripped text; a missing ticker is ""."""
+    return table.frame[position].fillna("").astype(str).str.strip()
+
+
+def _find_ticker(table: Table, present: list[str], ticker: str) -> str:
+    """The name in `present` (sorted) that `ticker` means, ignoring case and spaces."""
+    wanted = ticker.strip().upper()
+    chosen = next((name for name in present if name.upper() == wanted), None)
     if chosen is None:
         raise DataError(
             f"{table.name}: ticker '{ticker}' not found; tickers present: {', '.join(present)}"
         )
-    return table.take((names == chosen).to_numpy()), chosen
+    return chosen
+
+
+def _only_label(name: str, tickers: Sequence[str] | None) -> str | None:
+    """The one name `tickers` may give data without a ticker column (None: no label)."""
+    if tickers is not None and len(tickers) > 1:
+        raise DataError(
+            f"{name}: no ticker column, so one instrument; tickers= names {len(tickers)}: "
+            f"{', '.join(tickers)}"
+        )
+    return tickers[0] if tickers else None
 
 
 def _label_market(market: MarketData, ticker: str | None) -> MarketData:
@@ -334,6 +488,11 @@ def _label_market(market: MarketData, ticker: str | None) -> MarketData:
     if market.ticker is None:
         return replace(market, ticker=ticker)
     raise DataError(f"{market.source}: ticker '{ticker}' not found; the data holds {market.ticker}")
+
+
+def _check_min_rows_argument(min_rows: int) -> None:
+    if min_rows < 1:
+        raise ValueError(f"min_rows must be >= 1, got {min_rows}")
 
 
 def _check_row_count(name: str, n: int, min_rows: int) -> None:

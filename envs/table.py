@@ -27,12 +27,22 @@ import numpy as np
 import pandas as pd
 
 _ALIASES: dict[str, tuple[str, ...]] = {
-    "time": ("date", "time", "timestamp", "datetime", "gmttime", "utctime", "unix", "unixtime"),
+    "time": (
+        "date",
+        "time",
+        "timestamp",
+        "datetime",
+        "gmttime",
+        "utctime",
+        "unix",
+        "unixtime",
+        "opentime",  # Binance's klines: the bar's opening time
+    ),
     "open": ("open", "o"),
     "high": ("high", "h"),
     "low": ("low", "l"),
     "close": ("close", "c"),
-    "adj_close": ("adjclose", "adjustedclose"),
+    "adj_close": ("adjclose", "adjustedclose", "adjusted"),  # "adjusted": tidyquant, pytimetk
     "volume": ("volume", "vol", "v"),
     "ticker": ("ticker", "symbol", "name"),
 }
@@ -100,6 +110,21 @@ def file_table(path: Path) -> Table:
         raise DataError(f"{path}: file not found")
     try:
         return _read_table(path)
+    except _DECOMPRESS_ERRORS as err:
+        raise DataError(f"{path.name}: cannot read the {path.suffix} file: {err}") from None
+
+
+def file_header(path: Path) -> list[str]:
+    """The header cells of the CSV file at `path`, read from its first lines only.
+
+    The same header `file_table` finds (below any banner), with the same `DataError`s.
+    """
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder; expected a CSV file")
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        return _find_header(path)[2]
     except _DECOMPRESS_ERRORS as err:
         raise DataError(f"{path.name}: cannot read the {path.suffix} file: {err}") from None
 

@@ -19,9 +19,24 @@ from pandas.tseries.api import guess_datetime_format
 
 from envs.table import DataError, Table
 
-_UNIX_UNITS = {"s": ("seconds", 1e8, 1e11), "ms": ("milliseconds", 1e11, 1e14)}  # 1973..5138
+# unit: (name, lowest, highest value): 9 to 11 digits are seconds, 12 to 14 milliseconds, 15 to
+# 17 microseconds (Binance's spot files since 2025), 18 or 19 nanoseconds; each from 1973 on.
+_UNIX_UNITS = {
+    "s": ("seconds", 1e8, 1e11),
+    "ms": ("milliseconds", 1e11, 1e14),
+    "us": ("microseconds", 1e14, 1e17),
+    "ns": ("nanoseconds", 1e17, 9.2e18),  # int64 nanoseconds end in 2262
+}
 _NUMBER = re.compile(r"[+-]?\d+(\.\d*)?")
 _COMPACT_DATE = re.compile(r"\d{8}")  # 20181231: YYYYMMDD (unix seconds have 9 to 11 digits)
+# A 12-hour clock: the time, then AM or PM in any case, after a space, a hyphen or nothing
+# (``10/17/2019 09:00:00 PM``, ``2019-10-17 09-AM`` as CryptoDataDownload writes hours).
+_TWELVE_HOUR = re.compile(r"(?P<time>.*\d)(?P<sep>\s*|-)[AaPp][Mm]")
+# Year-first formats that pandas' ISO 8601 parser reads, which also takes rows that differ in
+# their precision ("09:00" beside "09:00:00.5") or their zone ("Z" beside "+02:00").
+_ISO_FORMAT = re.compile(r"%Y-%m-%d(?:[T ]%H(?::%M(?::%S(?:\.%f)?)?)?)?(?:\s?%z)?")
+# A zone at the end of an ISO time: Z, +02, +0200 or +02:00 (after hours and minutes).
+_ISO_ZONE = re.compile(r"\d:\d\d(?::\d\d(?:\.\d*)?)?\s?(?:Z|[+-]\d\d(?::?\d\d)?)$", re.IGNORECASE)
 
 
 def parse_time(text: str, *, whole_day: bool = False) -> pd.Timestamp | None:
@@ -92,7 +107,8 @@ def _column_name(table: Table, columns: list[int]) -> str:
 
 
 def _parse_unix(table: Table, column: int) -> pd.Series:
-    """Unix seconds or milliseconds, the unit read from the first value's magnitude."""
+    """Unix seconds, milliseconds, microseconds or nanoseconds, the unit read from the first
+    value's magnitude (`_UNIX_UNITS`); every row must have that unit."""
     numbers = pd.to_numeric(table.frame[column], errors="coerce")
     if numbers.isna().any():
         raise table.cell_error(numbers.isna().to_numpy(), column, "a unix time (a number)")
@@ -102,7 +118,8 @@ def _parse_unix(table: Table, column: int) -> pd.Series:
         raise table.cell_error(
             np.arange(len(numbers)) == 0,
             column,
-            "unix seconds (9 to 11 digits) or milliseconds (12 to 14 digits)",
+            "unix seconds (9 to 11 digits), milliseconds (12 to 14), microseconds (15 to 17) "
+            "or nanoseconds (18 or 19)",
         )
     name, lo, hi = _UNIX_UNITS[unit]
     outside = ((numbers < lo) | (numbers >= hi)).to_numpy()
@@ -115,7 +132,9 @@ def _parse_text_times(table: Table, column: int, notes: list[str]) -> pd.Series:
     """Parse text timestamps with one format named from the first value.
 
     Where the first value fits both day-first and month-first, the preferred order is tried on
-    the whole column first, and the other only if some rows fail.
+    the whole column first, and the other only if some rows fail. Under ISO 8601, every row
+    must have a zone if the first has one, and none if it has none: a time without a zone
+    beside times with one says nothing about its own.
     """
     text = table.frame[column].astype(str).str.strip()
     formats = _candidate_formats(text.iloc[0])
@@ -136,6 +155,12 @@ def _parse_text_times(table: Table, column: int, notes: list[str]) -> pd.Series:
     bad = parsed.isna().to_numpy()
     if bad.any():
         raise table.cell_error(bad, column, f"a timestamp like '{text.iloc[0]}' ({fmt})")
+    if fmt == "ISO8601":
+        zoned = text.str.contains(_ISO_ZONE).to_numpy()
+        if zoned.any() and not zoned.all():
+            which = "with" if zoned[0] else "without"
+            expected = f"a timestamp {which} a zone, as {table.row(0)} ('{text.iloc[0]}')"
+            raise table.cell_error(zoned != zoned[0], column, expected)
     return parsed
 
 
@@ -143,18 +168,36 @@ def _candidate_formats(first: str) -> list[str]:
     """Formats that read ``first``: one, or [preferred, other] when day and month can swap.
 
     Dotted dates prefer day-first (``DD.MM.YYYY`` is the convention); others month-first. A
-    format without a four-digit year (``1/4/99``, ``22:00``) is not offered.
+    format without a four-digit year (``1/4/99``, ``22:00``) is not offered. Year-first
+    values that pandas' ISO 8601 parser reads get it (`_ISO_FORMAT`); others (a 12-hour clock,
+    a zone name such as ``UTC``) get the format guessed from ``first``.
+    """
+    month_first, day_first = _guess_format(first, False), _guess_format(first, True)
+    if month_first is not None and month_first.startswith("%Y"):  # year first: always Y-M-D
+        return ["ISO8601" if _ISO_FORMAT.fullmatch(month_first) else month_first]
+    formats = [f for f in dict.fromkeys((month_first, day_first)) if f and "%Y" in f]
+    if len(formats) == 2 and day_first is not None and "%d.%m" in day_first:
+        formats.reverse()
+    return formats
+
+
+def _guess_format(first: str, dayfirst: bool) -> str | None:
+    """pandas' guess of the strptime format of ``first``, also for any 12-hour clock.
+
+    pandas names none for some 12-hour times (``10/17/2019 01:00:00 PM``, a lower-case ``pm``,
+    CryptoDataDownload's ``2019-10-17 09-AM``): those get the format of the time without its
+    AM/PM, with the hour read as ``%I`` and ``%p`` after the same separator.
     """
     with warnings.catch_warnings():  # pandas warns when a day above 12 forces day-first
         warnings.simplefilter("ignore")
-        month_first = guess_datetime_format(first, dayfirst=False)
-        day_first = guess_datetime_format(first, dayfirst=True)
-    if month_first is not None and month_first.startswith("%Y"):  # year first: always Y-M-D
-        return ["ISO8601" if month_first.startswith("%Y-%m-%d") else month_first]
-    formats = [f for f in dict.fromkeys((month_first, day_first)) if f and "%Y" in f]
-    if len(formats) == 2 and "%d.%m" in day_first:
-        formats.reverse()
-    return formats
+        guessed = guess_datetime_format(first, dayfirst=dayfirst)
+        twelve = _TWELVE_HOUR.fullmatch(first)
+        if twelve is None or (guessed is not None and "%p" in guessed):
+            return guessed
+        clock = guess_datetime_format(twelve["time"], dayfirst=dayfirst)
+    if clock is None or "%H" not in clock:
+        return None
+    return clock.replace("%H", "%I") + twelve["sep"] + "%p"
 
 
 def chronological_order(table: Table, timestamps: np.ndarray, columns: list[int]) -> np.ndarray:

@@ -236,9 +236,4 @@ def test_readme_example_decides_the_order_with_onnxruntime_alone(smoke, tmp_path
         f"leverage {action['leverage']:g}x, risk {action['risk']:.0%}"
     )
     assert order_line == expected
-    if loaded == "['envs.batched_env', 'torch']":
-        pytest.xfail(
-            "envs/__init__.py imports envs.batched_env (stable_baselines3, torch) eagerly; a lazy "
-            "module __getattr__ for BatchedTradingEnv there lets the example run without torch"
-        )
     assert loaded == "[]"

