@@ -22,11 +22,13 @@ code 2.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from envs import load_market_data
+from envs.market_data import parse_time
 from training.cli import add_model_and_data_arguments, reports_user_errors
 from training.evaluation.backtest import (
     BacktestError,
@@ -64,11 +66,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def default_out(run_dir: Path, args: argparse.Namespace) -> Path:
-    """`<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`."""
+    """`<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`: one folder in `run_dir`.
+
+    Its dates are the parsed ones, formatted (``2017-06-30``, or ``2017-06-30T0800``, UTC, with a
+    time of day), never the text given, and an unreadable one is a `BacktestError`. Characters
+    of the stem and the ticker other than letters, digits, ``.``, ``_`` and ``-`` become ``_``.
+    """
     name = args.data.stem + (f"-{args.ticker}" if args.ticker else "")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip(".") or "data"
     if args.start or args.end:
-        name += f"-{args.start or 'first'}-to-{args.end or 'last'}"
-    return run_dir / "backtest" / name.replace(":", "").replace(" ", "T")
+        start, end = _folder_date("--start", args.start), _folder_date("--end", args.end)
+        name += f"-{start or 'first'}-to-{end or 'last'}"
+    return run_dir / "backtest" / name
+
+
+def _folder_date(option: str, text: str | None) -> str | None:
+    """The date of `option` as a folder name part, ``2017-06-30[T0800[05]]``; None if not given."""
+    if not text:
+        return None
+    when = parse_time(text)
+    if when is None:
+        raise BacktestError(f"{option}: expected a date such as 2017-06-30, got {text!r}")
+    if when == when.normalize():
+        return when.strftime("%Y-%m-%d")
+    return when.strftime("%Y-%m-%dT%H%M%S" if when.second else "%Y-%m-%dT%H%M")
 
 
 @reports_user_errors(ModelError, BacktestError)

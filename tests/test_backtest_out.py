@@ -1,0 +1,97 @@
+"""`training.backtest`'s default `--out` folder: built from the parsed dates, always in the run.
+
+The dates a user types are free text, and pandas reads some odd text as a date
+(``2017/../../../..`` is 2017-01-01): the folder name must come from the parsed date, never the
+text, or ``--start`` could point the report anywhere.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from training.backtest import default_out, main, parse_args
+from training.evaluation.backtest import BacktestError
+
+REPO = Path(__file__).resolve().parents[1]
+GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"
+STEM = "gymanytrading_GOOGL_daily"
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """The run folder trained with configs/smoke.yaml on the bundled GOOGL file.
+
+    The same folder and lock as tests/test_backtest.py's fixture, so one session trains once.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    run = shared / "backtest-smoke-run"
+    with FileLock(shared / "backtest-smoke-run.lock"):
+        if not any(run.glob("final_model.*")):
+            result = subprocess.run(
+                [sys.executable, "-m", "training.train", "--config", "configs/smoke.yaml",
+                 "--run-dir", str(run)],
+                cwd=REPO, capture_output=True, text=True, timeout=300,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr
+    return run
+
+
+def out_for(*extra: str, data: str = "data/gymanytrading_GOOGL_daily.csv") -> Path:
+    args = parse_args(["--model", "runs/r", "--data", data, *extra])
+    return default_out(Path("runs/r"), args)
+
+
+@pytest.mark.parametrize(
+    ("extra", "folder"),
+    [
+        ([], STEM),
+        (["--start", "2017-06-30"], f"{STEM}-2017-06-30-to-last"),
+        (["--end", "2017-12-31"], f"{STEM}-first-to-2017-12-31"),
+        (["--start", "2017-06-30T10:00:00+02:00"], f"{STEM}-2017-06-30T0800-to-last"),  # UTC
+        (["--end", "2018-01-02 15:30:05"], f"{STEM}-first-to-2018-01-02T153005"),
+        (["--start", "2017/../../../.."], f"{STEM}-2017-01-01-to-last"),  # pandas: 2017-01-01
+        (["--start", "../../2017-06-30"], f"{STEM}-2017-06-30-to-last"),
+        (["--ticker", "BTC/USDT"], f"{STEM}-BTC_USDT"),
+    ],
+    ids=["none", "start", "end", "zone", "time", "dots", "dots-first", "ticker-slash"],
+)
+def test_default_out_is_one_folder_named_from_parsed_dates(extra, folder):
+    assert out_for(*extra) == Path("runs/r/backtest") / folder
+
+
+def test_default_out_refuses_an_unreadable_date():
+    with pytest.raises(
+        BacktestError, match=r"--start: expected a date such as 2017-06-30, got '\.\./\.\./x'"
+    ):
+        out_for("--start", "../../x")
+    with pytest.raises(BacktestError, match=r"--end: expected a date"):
+        out_for("--end", "x/../../..")
+
+
+def test_cli_writes_only_inside_the_run_folder(smoke_run, tmp_path, capsys):
+    run = tmp_path / "place" / "run"
+    shutil.copytree(smoke_run, run, ignore=shutil.ignore_patterns("backtest", "tb"))
+    before = set(tmp_path.rglob("*"))
+    code = main(["--model", str(run), "--data", str(GOOGL), "--start", "../../x"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--start: expected a date" in err
+    assert set(tmp_path.rglob("*")) == before
+
+    assert main(["--model", str(run), "--data", str(GOOGL), "--start", "2017/../../../.."]) == 0
+    assert main(["--model", str(run), "--data", str(GOOGL),
+                 "--start", "2017-06-30T10:00:00+02:00"]) == 0  # fmt: skip
+    new = {path.relative_to(tmp_path) for path in set(tmp_path.rglob("*")) - before}
+    folders = {path.parts[:4] for path in new}
+    assert folders == {
+        ("place", "run", "backtest"),
+        ("place", "run", "backtest", f"{STEM}-2017-01-01-to-last"),
+        ("place", "run", "backtest", f"{STEM}-2017-06-30T0800-to-last"),
+    }
+    assert (run / "backtest" / f"{STEM}-2017-06-30T0800-to-last" / "metrics.json").is_file()
