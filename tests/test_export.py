@@ -58,6 +58,11 @@ print(
 """
 
 
+def test_the_readme_shows_the_example_tested_here():
+    readme = (REPO / "README.md").read_text()
+    assert f"```python\n{README_EXAMPLE}```\n" in readme
+
+
 def export_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "training.export", *args],

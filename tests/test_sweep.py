@@ -1,11 +1,14 @@
 """`python -m training.sweep`: search spaces, plans, resume, summaries, selection statistics,
 and one real local sweep through Ray Tune."""
 
+import contextlib
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from statistics import NormalDist
 
@@ -337,21 +340,60 @@ def test_pbo_is_zero_for_a_dominant_strategy_and_one_for_a_reversal():
 # --- a real sweep -----------------------------------------------------------------------------
 
 
+def session_processes(sid: int) -> list[str]:
+    """The command lines of the live processes of session `sid` (none once all have ended)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # fields: state, ppid, pgrp, session
+            found.append(f"{stat.parent.name} {cmdline.strip()}")
+    return found
+
+
+def run_alone(args: list[str], out: Path, timeout: float, **kwargs) -> tuple[int, str, str]:
+    """Run `args` in a session of its own, its output in files (a pipe would keep a test waiting
+    on any child holding it); (exit status, stdout, stderr). Fails when it runs past `timeout`
+    or leaves a process behind (Ray's or a trial's): those are killed first."""
+    stdout, stderr = out.with_suffix(".out"), out.with_suffix(".err")
+    with stdout.open("w") as o, stderr.open("w") as e:
+        process = subprocess.Popen(args, stdout=o, stderr=e, start_new_session=True, **kwargs)
+    try:
+        status: int | None = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        status = None
+    deadline = time.monotonic() + (15 if status is not None else 0)  # a few seconds to end
+    while (left := session_processes(process.pid)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for line in session_processes(process.pid):  # the command itself too when it ran past
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+    process.wait()
+    text = stderr.read_text()[-3000:]
+    assert status is not None, f"{' '.join(args[1:3])} ran past {timeout} s:\n{text}"
+    assert not left, "left behind:\n" + "\n".join(left)
+    return status, stdout.read_text(), stderr.read_text()
+
+
 def test_a_local_ray_sweep_of_two_seeds_writes_ordinary_runs_and_a_summary(tmp_path):
     out = tmp_path / "sweep"
     command = [sys.executable, "-m", "training.sweep", "--config", str(SMOKE), "--seeds", "2"]
-    result = subprocess.run(
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)  # a local Ray, whatever the machine has
+    status, stdout, stderr = run_alone(
         [*command, "--out", str(out)],
-        cwd=tmp_path,  # not the repo root: every path the trials get is absolute
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
+        tmp_path / "sweep-log",
         timeout=400,
+        cwd=tmp_path,  # not the repo root: every path the trials get is absolute
+        env=env,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr
-    assert "c00-s0 done" in result.stdout and "c00-s1 done" in result.stdout
-    assert "1 config x 2 seeds tried (2 done); best on validation: c00" in result.stdout
+    assert status == 0, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert "c00-s0 done" in stdout and "c00-s1 done" in stdout
+    assert "1 config x 2 seeds tried (2 done); best on validation: c00" in stdout
     for seed in (0, 1):
         run = out / "trials" / f"c00-s{seed}"
         for name in ("config.yaml", "validation.json", "best_model.zip", "final_model.zip"):
@@ -366,13 +408,12 @@ def test_a_local_ray_sweep_of_two_seeds_writes_ordinary_runs_and_a_summary(tmp_p
     assert summary["best"]["config"] == "c00" and summary["seeds"] == [0, 1]
     assert (out / "summary.png").is_file() and (out / "plan.json").is_file()
     # Resuming a finished sweep runs nothing (no Ray) and rewrites the same summary.
-    again = subprocess.run(
+    status, stdout, stderr = run_alone(
         [sys.executable, "-m", "training.sweep", "--resume", str(out)],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
+        tmp_path / "resume-log",
         timeout=120,
+        env=env,
     )
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "(2 finished already, 0 to run)" in again.stdout
-    assert "Ray" not in again.stdout
+    assert status == 0, stderr[-3000:]
+    assert "(2 finished already, 0 to run)" in stdout
+    assert "Ray" not in stdout

@@ -33,11 +33,13 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
+from gymnasium import spaces
 from torch import nn
 
 from agent import MultiHeadPolicy
@@ -112,8 +114,9 @@ def export_policy(policy: MultiHeadPolicy, env: EnvConfig, *, adjust: bool) -> b
     """
     market_shape = (env.window, len(FEATURE_NAMES))
     expected = (market_shape, (len(ACCOUNT_FEATURES),), env.action_sizes)
-    space = policy.observation_space
-    found = (space["market"].shape, space["account"].shape, tuple(policy.action_space.nvec))
+    space = cast(spaces.Dict, policy.observation_space)
+    levels = cast(spaces.MultiDiscrete, policy.action_space).nvec
+    found: tuple[Any, ...] = (space["market"].shape, space["account"].shape, tuple(levels))
     if tuple(map(tuple, found)) != expected:
         raise ExportError(f"the policy's (market, account, levels) {found} do not fit {expected}")
     if policy.device.type != "cpu":
@@ -128,7 +131,7 @@ def export_policy(policy: MultiHeadPolicy, env: EnvConfig, *, adjust: bool) -> b
         torch.onnx.export(
             OnnxablePolicy(policy),
             example,
-            buffer,
+            buffer,  # type: ignore[arg-type]  # a file object works; typed as a path only
             dynamo=False,
             opset_version=OPSET,
             input_names=list(INPUTS),
@@ -216,7 +219,8 @@ def heldout_observations(
             if follow_policy:
                 action = policy.predict(obs, deterministic=True)[0]
             else:
-                action = rng.integers(rollout.action_space.nvec)
+                levels = cast(spaces.MultiDiscrete, rollout.action_space).nvec
+                action = cast(np.ndarray, rng.integers(levels))  # one level per head
             obs, _, terminated, truncated, _ = rollout.step(action)
             done = terminated or truncated
     return np.stack(markets), np.stack(accounts)
@@ -230,7 +234,7 @@ def load_run(path: Path) -> tuple[MultiHeadPolicy, RunConfig]:
         loaded = load_model(path)
     except ModelError as error:
         raise ExportError(str(error)) from None
-    return loaded.model.policy, loaded.config
+    return loaded.policy, loaded.config
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -89,8 +89,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def make_plan(args: argparse.Namespace) -> tuple[Plan, Path]:
     """The plan to run and OUT: read back for `--resume`, else built and written to OUT."""
-    new_sweep_options = ("config", "data", "ticker", "search", "out", "seeds", "samples")
-    new_sweep_options += ("sampler_seed",)
+    new_sweep_options: tuple[str, ...] = ("config", "data", "ticker", "search", "out", "seeds")
+    new_sweep_options += ("samples", "sampler_seed")
     if args.resume is not None:
         given = [
             "--" + name.replace("_", "-")

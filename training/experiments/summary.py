@@ -181,7 +181,7 @@ def _median(values: Sequence[float]) -> float:
 
 
 def _deflated_sharpe(
-    best: list[dict[str, Any]], per_config: dict[str, dict[str, Any]], n_configs: int
+    best: Sequence[Mapping[str, Any]], per_config: dict[str, dict[str, Any]], n_configs: int
 ) -> dict[str, Any]:
     """DSR of the best config's median test Sharpe (the inputs, and the value)."""
     bars = _median([r["test_bars"] for r in best])
@@ -220,8 +220,8 @@ def _pbo(rows: list[dict[str, Any]], returns: Mapping[str, np.ndarray | None]) -
     """CSCV PBO over the configs' test returns (each config: the mean over its seeds per bar)."""
     columns = []
     for cid in sorted({r["config_id"] for r in rows}):
-        series = [returns.get(r["trial_id"]) for r in rows if r["config_id"] == cid]
-        series = [s for s in series if s is not None]
+        found = [returns.get(r["trial_id"]) for r in rows if r["config_id"] == cid]
+        series = [s for s in found if s is not None]
         if series and len({len(s) for s in series}) == 1:
             columns.append(np.mean(series, axis=0))
     if len(columns) < 2 or len({len(c) for c in columns}) != 1:

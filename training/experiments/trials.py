@@ -15,10 +15,12 @@ stopped by the scheduler, or a sweep ended with Ctrl-C, leaves no training behin
 
 With no address, Ray starts locally inside the command (no dashboard, usage stats off), always
 a new instance: plain `ray.init()` would join the last cluster started on this machine, or hang
-for minutes retrying it when it is gone. With an address (or `RAY_ADDRESS`) it joins that
-cluster. Run folders, logs and the data are addressed by absolute paths, so on a cluster they
-must be on a filesystem every node sees at the same path, and every node needs this repository
-and its virtual environment at the same path.
+for minutes retrying it when it is gone. It gets the cores this process may use, a small object
+store (trials pass Ray only small dicts) and a temp folder of its own, short (Ray's sockets live
+there; a Unix socket path has at most 107 bytes) and removed when the sweep ends. With an
+address (or `RAY_ADDRESS`) it joins that cluster. Run folders, logs and the data are addressed
+by absolute paths, so on a cluster they must be on a filesystem every node sees at the same
+path, and every node needs this repository and its virtual environment at the same path.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import ctypes
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -41,6 +45,7 @@ from typing import Any
 from training.config import REPO_ROOT
 
 POLL_SECONDS = 2.0  # how often a running trial's validation.json is read
+OBJECT_STORE_BYTES = 80 * 1024**2  # a local Ray's shared memory (Ray's minimum is 75 MiB)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -214,15 +219,27 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
         raise ClusterError(f"cannot reach a Ray cluster at {address}: {error}") from None
 
 
+def local_cpus() -> int:
+    """The CPU cores this process may use: its affinity, capped by a cgroup v2 quota."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = cpus or 1
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    return cpus
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None) -> Iterator[str]:
     """Ray for the duration of the block: the cluster at `address` (or `RAY_ADDRESS`), else a
-    local one started here with no dashboard and no usage stats. Yields a description."""
+    local one started here (see the module doc). Yields a description."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     address = address or os.environ.get("RAY_ADDRESS") or None
-    quiet = dict(log_to_driver=False, configure_logging=True, logging_level="ERROR")
+    quiet: dict[str, Any] = dict(log_to_driver=False, configure_logging=True, logging_level="ERROR")
+    temp_dir = None
     if address:
         _check_reachable(address)
         try:
@@ -234,13 +251,27 @@ def ray_session(address: str | None) -> Iterator[str]:
                 "RAY_AUTH_TOKEN"
             ) from None
     else:
-        ray.init(address="local", include_dashboard=False, **quiet)  # never a stale cluster
+        temp_dir = tempfile.mkdtemp(prefix="ray-", dir=os.environ.get("RAY_TMPDIR", "/tmp"))
+        try:
+            ray.init(
+                address="local",  # never a stale cluster
+                include_dashboard=False,
+                num_cpus=local_cpus(),
+                object_store_memory=OBJECT_STORE_BYTES,
+                _temp_dir=temp_dir,
+                **quiet,
+            )
+        except BaseException:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            raise
     try:
         cpus = int(ray.cluster_resources().get("CPU", 0))
         gpus = int(ray.cluster_resources().get("GPU", 0))
         yield f"Ray {'cluster ' + address if address else 'local'}: {cpus} CPUs, {gpus} GPUs"
     finally:
         ray.shutdown()
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def run_jobs(
