@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -220,6 +221,22 @@ class TradingCore:
             self.ohlc,
             accounts.observation,
         )
+
+    def carry_over(self, accounts: Accounts) -> Accounts:
+        """A copy of `accounts`, which another core on the same market left at this core's first
+        decision bar, continuing there: the same cash, position, stop and peak, with this range's
+        end and a fresh step count (so one account trades on through consecutive ranges, as a
+        walk-forward's test segments are traded, without a close or a skipped bar between them).
+        """
+        if not (accounts.bars == self.first_bars[0]).all():
+            raise ValueError(
+                f"accounts at bars {accounts.bars.tolist()} cannot continue a range whose first "
+                f"decision bar is {int(self.first_bars[0])}"
+            )
+        carried = Accounts(*(array.copy() for array in dataclasses.astuple(accounts)))
+        carried.state[:, ex.END_BAR] = self.end_bars[0]
+        carried.state[:, ex.EP_STEPS] = 0.0
+        return carried
 
     def step(self, accounts: Accounts) -> None:
         """Step every account one bar with its `actions` (see `envs.execution`)."""

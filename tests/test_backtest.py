@@ -1,4 +1,4 @@
-"""`training.backtest`: fast inference == `model.predict`, baselines by hand, the CLI, bad input.
+"""`training.backtest`: fast inference == `policy.predict`, baselines by hand, the CLI, bad input.
 
 One smoke model is trained per test session (`smoke_run`). Torch runs on one thread here: the
 suite runs on 2 cores with 2 pytest workers, and more threads only make them fight.
@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import torch
 from filelock import FileLock
+from safetensors.torch import save as safetensors_bytes
 from stable_baselines3 import PPO
 
 from agent import MultiHeadPolicy
@@ -26,11 +27,13 @@ from training.backtest import main
 from training.config import load_config, save_config
 from training.evaluation import fast_inference
 from training.evaluation.backtest import backtest, format_next_order, in_sample, record_strategy
-from training.evaluation.baselines import baseline_policies, moving_average_crossover
+from training.evaluation.baselines import baseline_env, baseline_policies, moving_average_crossover
 from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import compute_metrics, trades_from_record
 from training.evaluation.rollout import RECORD_COLUMNS, record_episode
 from training.run.data import split_run_market
+from training.run.folder import load_model
+from training.run.folder import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"
@@ -61,7 +64,7 @@ def smoke_run(tmp_path_factory) -> Path:
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     run = shared / "backtest-smoke-run"
     with FileLock(shared / "backtest-smoke-run.lock"):
-        if not (run / "final_model.zip").is_file():
+        if not (run / "final_model.safetensors").is_file():
             result = cli("training.train", "--config", "configs/smoke.yaml", "--run-dir", str(run))
             assert result.returncode == 0, result.stderr
     return run
@@ -82,35 +85,35 @@ def whole_range_env(data, config, **kwargs) -> TradingEnv:
 # --- fast inference ---------------------------------------------------------------------------
 
 
-def smoke_model(run: Path, logit_scale: float = 1.0) -> PPO:
-    """The smoke run's best model with its logits layers scaled by `logit_scale`.
+def smoke_policy(run: Path, logit_scale: float = 1.0) -> MultiHeadPolicy:
+    """The smoke run's best policy with its logits layers scaled by `logit_scale`.
 
     The smoke model is barely trained, so its logits are nearly uniform (scale 0.01); scaling
     them by 300 gives a decisive policy whose actions change with the state.
     """
-    model = PPO.load(run / "best_model.zip", device="cpu")
+    policy = load_model(run).policy
     with torch.no_grad():
-        for head in (model.policy.decision_heads.direction, model.policy.decision_heads.leverage,
-                     model.policy.decision_heads.risk):  # fmt: skip
+        for head in (policy.decision_heads.direction, policy.decision_heads.leverage,
+                     policy.decision_heads.risk):  # fmt: skip
             head.logits.weight.mul_(logit_scale)
-    return model
+    return policy
 
 
-def predict_record(model: PPO, env: TradingEnv) -> pd.DataFrame:
-    """The reference: `record_episode` with `model.predict` deciding every step."""
-    return record_episode(env, lambda obs: model.predict(obs, deterministic=True)[0])
+def predict_record(policy: MultiHeadPolicy, env: TradingEnv) -> pd.DataFrame:
+    """The reference: `record_episode` with `policy.predict` deciding every step."""
+    return record_episode(env, lambda obs: policy.predict(obs, deterministic=True)[0])
 
 
 @pytest.mark.parametrize("logit_scale", [1.0, 300.0])
 def test_fast_policy_equals_model_predict_on_real_data(smoke_run, logit_scale):
     """Identical records over the whole GOOGL file, from the compiled episode and step by step."""
-    model = smoke_model(smoke_run, logit_scale)
+    policy = smoke_policy(smoke_run, logit_scale)
     env = whole_range_env(GOOGL, load_config(smoke_run / "config.yaml").env)
 
-    reference = predict_record(model, env)
-    fast = FastPolicy(model.policy, env.core)
+    reference = predict_record(policy, env)
+    fast = FastPolicy(policy, env.core)
     record = fast.record_episode()
-    as_env_policy = record_strategy(env, FastPolicy(model.policy, env.core))
+    as_env_policy = record_strategy(env, FastPolicy(policy, env.core))
 
     steps = len(record) - 1
     assert steps == env.core.end_bar - env.core.first_bar > 2000
@@ -124,36 +127,36 @@ def test_fast_policy_episode_through_the_fallback_and_a_liquidation(smoke_run, m
     """Every step a near tie (a huge tolerance): the compiled loop hands each one to
     `policy.predict` and resumes. At leverage 4-19 with far stops the account is liquidated
     early: the episode ends there, as the env's does."""
-    model = smoke_model(smoke_run, 300.0)
+    policy = smoke_policy(smoke_run, 300.0)
     config = dataclasses.replace(
         load_config(smoke_run / "config.yaml").env,
         leverage_levels=(4.0, 8.0, 12.0, 19.0),
         risk_levels=(0.5, 0.8, 0.9, 0.95),
     )
     env = whole_range_env(GOOGL, config)
-    reference = predict_record(model, env)
+    reference = predict_record(policy, env)
     monkeypatch.setattr(fast_inference, "TIE_TOLERANCE", 1e9)
-    fast = FastPolicy(model.policy, env.core)
+    fast = FastPolicy(policy, env.core)
     record = fast.record_episode()
 
     pd.testing.assert_frame_equal(record, reference)
     assert record["liquidated"].iloc[-1] or record["bankrupt"].iloc[-1]
     assert fast.fallbacks == len(record) - 1 < 200
     assert fast.final_accounts is None  # no next order from a liquidated account
-    result = backtest(model, env)
+    result = backtest(policy, env)
     assert result.next_order is None
     when = str(record["timestamp"].iloc[-1].date())
     assert format_next_order(result).startswith("next order: none, the agent's account was ")
     assert format_next_order(result).endswith(f" on {when}")
 
 
-def test_the_next_order_is_the_decision_model_predict_takes_on_the_last_bar(smoke_run):
+def test_the_next_order_is_the_decision_policy_predict_takes_on_the_last_bar(smoke_run):
     """On ranges ending short, long and flat: the account the backtest leaves is the env's after
-    a `model.predict` episode, and the next order is `model.predict` on that last observation."""
-    model = smoke_model(smoke_run, 300.0)
+    a `policy.predict` episode, and the next order is `policy.predict` on that last observation."""
+    policy = smoke_policy(smoke_run, 300.0)
     config = load_config(smoke_run / "config.yaml").env
     market = load_market_data(GOOGL)
-    whole = backtest(model, whole_range_env(market, config)).records["agent"]
+    whole = backtest(policy, whole_range_env(market, config)).records["agent"]
     first_bar = config.window - 1  # row k of the record is bar first_bar + k
     sides = np.sign(whole["position"].to_numpy())
     last_rows = [np.flatnonzero(sides == side)[-1] for side in (-1, 1)] + [len(whole) - 1]
@@ -164,11 +167,11 @@ def test_the_next_order_is_the_decision_model_predict_takes_on_the_last_bar(smok
         truncated = False
         while not truncated:
             obs, _, terminated, truncated, info = env.step(
-                model.predict(obs, deterministic=True)[0]
+                policy.predict(obs, deterministic=True)[0]
             )
             assert not terminated
-        order = backtest(model, env).next_order
-        assert order.action == env.core.action_names(model.predict(obs, deterministic=True)[0])
+        order = backtest(policy, env).next_order
+        assert order.action == env.core.action_names(policy.predict(obs, deterministic=True)[0])
         assert (order.held.units, order.held.equity) == (info["position"], info["equity"])
         assert order.decided_at == str(pd.Timestamp(info["timestamp"]).date())
         assert order.close == info["price"]
@@ -221,34 +224,63 @@ def small_env() -> TradingEnv:
     )
 
 
-def test_buy_and_hold_pays_entry_costs_then_follows_the_price(small_env):
-    record = record_strategy(small_env, baseline_policies(small_env.core)["buy_and_hold"])
+def baseline_record(env: TradingEnv, name: str) -> pd.DataFrame:
+    """The record of baseline `name` over `env`'s bars, as `backtest` runs it."""
+    baselines = baseline_env(env)
+    return record_strategy(baselines, baseline_policies(baselines)[name])
+
+
+def buy_and_hold_equity(closes: list[float]) -> list[float]:
+    """Equity of one long bought at 1x at bar 2's open (100, plus 1 bp slippage and 2 bp
+    commission), held to the end and marked at every close: the fills' arithmetic."""
     equity0, commission, slippage = 100_000.0, 2e-4, 1e-4
-    # Decided at bar 1's close, filled at bar 2's open (100) moved up by slippage.
-    open_fill = 100.0
-    units = equity0 / open_fill  # target = leverage 1 * equity at the open / open
-    fill = open_fill * (1 + slippage)
+    units = equity0 / 100.0  # target = leverage 1 * equity at the open / open
+    fill = 100.0 * (1 + slippage)
     cash = equity0 - units * fill - units * fill * commission
-    expected = [equity0, *(cash + units * c for c in CLOSES[2:])]  # marked at each close
-    np.testing.assert_allclose(record["equity"], expected, rtol=1e-12)
-    # Stop at 90% of the fill (risk 10% at leverage 1) never reached: the lows stay above 96.
-    final = equity0 * (CLOSES[-1] / open_fill - (1 + slippage) * (1 + commission) + 1)
-    assert record["equity"].iloc[-1] == pytest.approx(final, rel=1e-12)
+    return [equity0, *(cash + units * c for c in closes[2:])]
+
+
+def test_buy_and_hold_pays_entry_costs_then_follows_the_price(small_env):
+    record = baseline_record(small_env, "buy_and_hold")
+    np.testing.assert_allclose(record["equity"], buy_and_hold_equity(CLOSES), rtol=1e-12)
     trades = trades_from_record(record)
     assert len(trades) == 1 and trades["exit_reason"].iloc[0] == "end"
-    assert trades["entry_price"].iloc[0] == pytest.approx(fill)
-    assert (record["leverage"].iloc[1:] == 1.0).all() and (record["risk"].iloc[1:] == 0.1).all()
+    assert trades["entry_price"].iloc[0] == pytest.approx(100.0 * (1 + 1e-4))
+    assert (record["leverage"].iloc[1:] == 1.0).all()
+    assert np.isinf(record["risk"].iloc[1:]).all()  # no stop
+
+
+def test_buy_and_hold_holds_through_a_dip_below_the_widest_stop(small_env):
+    """The closes fall 25% below the entry, far through the widest stop (10% at 1x), and recover:
+    buy-and-hold is one position from the first open to the last close, with no stop."""
+    closes = [100.0, 100.0, 100.0, 92.0, 80.0, 75.0, 85.0, 100.0, 112.0]
+    market = small_market()
+    market["Close"] = closes
+    market["Open"] = [100.0, *closes[:-1]]
+    market["High"] = market[["Open", "Close"]].max(axis=1) * 1.01
+    market["Low"] = market[["Open", "Close"]].min(axis=1) * 0.99
+    env = whole_range_env(market, small_env.core.config)
+    assert max(env.core.config.risk_levels) == 0.1 and min(market["Low"]) < 0.9 * 100.0
+    record = baseline_record(env, "buy_and_hold")
+    np.testing.assert_allclose(record["equity"], buy_and_hold_equity(closes), rtol=1e-12)
+    assert (record["position"].iloc[1:] == 1000.0).all()  # bought once, never sold
+    trades = trades_from_record(record)
+    metrics = compute_metrics(record, trades, bars_per_year=252)
+    assert (metrics["trades"], metrics["stops_hit"], metrics["liquidations"]) == (1, 0, 0)
+    assert all(np.isfinite(metrics[key]) for key in ("total_return_pct", "sharpe", "fees_paid"))
+    assert record["order_fill"].notna().sum() == 1 and record["exit_fill"].isna().all()
 
 
 def test_flat_never_trades(small_env):
-    record = record_strategy(small_env, baseline_policies(small_env.core)["flat"])
+    record = baseline_record(small_env, "flat")
     assert (record["equity"] == 100_000.0).all() and (record["position"] == 0).all()
     metrics = compute_metrics(record, trades_from_record(record), bars_per_year=252)
     assert metrics["trades"] == 0 and metrics["fees_paid"] == 0 and metrics["total_return_pct"] == 0
 
 
 def test_moving_average_crossover_uses_closes_up_to_each_bar(small_env):
-    config = small_env.core.config
+    baselines = baseline_env(small_env)
+    config = baselines.core.config
     policy = moving_average_crossover(config, np.array(CLOSES), fast=2, slow=3)
     # bar: 2-bar mean vs 3-bar mean of the closes up to it
     # 0, 1: no 3-bar mean yet -> flat; 2: 100 vs 100 -> flat; 3: 102 vs 101.33 -> long;
@@ -257,7 +289,7 @@ def test_moving_average_crossover_uses_closes_up_to_each_bar(small_env):
     expected = ["flat", "flat", "flat", "long", "long", "long", "flat", "flat", "long"]
     chosen = [config.direction_names[policy({}, bar)[0]] for bar in range(len(CLOSES))]
     assert chosen == expected
-    record = record_strategy(small_env, policy)
+    record = record_strategy(baselines, policy)
     # Row k holds the action decided at bar k (first decision bar 1), filled at bar k + 1.
     assert record["direction"].iloc[1:].tolist() == expected[1:8]
     assert (record["position"].iloc[1:] > 0).tolist() == [e == "long" for e in expected[1:8]]
@@ -336,7 +368,7 @@ def _random_zip(folder: Path) -> Path:
 
 
 def _text_file(folder: Path) -> Path:
-    path = folder / "model.zip"
+    path = folder / "model.safetensors"
     path.write_text("hello")
     return path
 
@@ -347,18 +379,34 @@ def _sb3_mlp_model(folder: Path) -> Path:
     return path
 
 
+def _foreign_safetensors(folder: Path) -> Path:
+    path = folder / "model.safetensors"
+    path.write_bytes(safetensors_bytes({"weight": torch.zeros(2, 2)}, {"format": "pt"}))
+    return path
+
+
 def _other_window(folder: Path) -> Path:
     cfg = load_config(folder / "config.yaml")
     cfg.env.window = 32
     save_config(cfg, folder / "config.yaml")
-    return folder / "model.zip"
+    return folder / "model.safetensors"
 
 
+def _other_width(folder: Path) -> Path:
+    cfg = load_config(folder / "config.yaml")
+    cfg.trunk.d_model = 32
+    save_config(cfg, folder / "config.yaml")
+    return folder / "model.safetensors"
+
+
+PICKLED = "pickled Python objects that run code when loaded"
 MODELS = {
-    "random-zip": (_random_zip, "not a model saved by training.train"),
-    "not-a-zip": (_text_file, "not a model saved by training.train"),
-    "sb3-mlp-policy": (_sb3_mlp_model, "ActorCriticPolicy model, not a multi-head trading agent"),
-    "config-window-differs": (_other_window, "reads market observations of shape (16, 7)"),
+    "random-zip": (_random_zip, PICKLED),
+    "not-safetensors": (_text_file, "not a safetensors file"),
+    "sb3-mlp-policy": (_sb3_mlp_model, PICKLED),
+    "foreign-safetensors": (_foreign_safetensors, "not a model written by training.train"),
+    "config-window-differs": (_other_window, "was trained for observation shapes"),
+    "config-width-differs": (_other_width, "its tensors do not fit the policy"),
 }
 
 
@@ -367,7 +415,7 @@ def test_a_model_that_is_not_ours_exits_2_with_one_line(case, smoke_run, model_f
     make, message = MODELS[case]
     model = make(model_folder)
     if not model.exists():
-        shutil.copy(smoke_run / "best_model.zip", model)
+        shutil.copy(smoke_run / "best_model.safetensors", model)
     out = model_folder / "out"
     code = main(["--model", str(model), "--data", str(GOOGL), "--out", str(out)])
     assert_one_line_error(code, capsys.readouterr().err, message)
@@ -380,13 +428,15 @@ def test_backtest_on_the_training_bars_warns_that_it_is_in_sample(smoke_run, tmp
     cfg = load_config(smoke_run / "config.yaml")
     splits = split_run_market(load_market_data(GOOGL), cfg.data)
     whole = whole_range_env(GOOGL, cfg.env)
-    seen = in_sample(cfg, GOOGL, None, whole)
+    run = RunDir(smoke_run)
+    seen = in_sample(run, whole)
     first = whole.core.first_bar  # the first window's last bar
     assert (seen.train, seen.validation) == (splits.train.stop - first, len(splits.validation))
     assert seen.decisions == whole.core.end_bar - first
-    assert in_sample(cfg, GOOGL, "GOOGL", whole) is None  # another ticker: not comparable
+    labelled = whole_range_env(load_market_data(GOOGL, ticker="GOOGL"), cfg.env)
+    assert in_sample(run, labelled) is None  # another instrument label: not the run's own
     test_env = whole_range_env(GOOGL, cfg.env, bars=splits.test)
-    assert in_sample(cfg, GOOGL, None, test_env) is None
+    assert in_sample(run, test_env) is None
 
     assert main(["--model", str(smoke_run), "--data", str(GOOGL), "--out", str(tmp_path)]) == 0
     err = capsys.readouterr().err
@@ -399,9 +449,9 @@ def test_backtest_on_the_training_bars_warns_that_it_is_in_sample(smoke_run, tmp
     assert "in-sample" not in capsys.readouterr().err
 
 
-def test_a_zip_without_its_config_exits_2(smoke_run, tmp_path, capsys):
-    shutil.copy(smoke_run / "best_model.zip", tmp_path / "model.zip")
-    code = main(["--model", str(tmp_path / "model.zip"), "--data", str(GOOGL)])
+def test_a_model_file_without_its_config_exits_2(smoke_run, tmp_path, capsys):
+    shutil.copy(smoke_run / "best_model.safetensors", tmp_path / "model.safetensors")
+    code = main(["--model", str(tmp_path / "model.safetensors"), "--data", str(GOOGL)])
     assert_one_line_error(code, capsys.readouterr().err, "no config.yaml next to the model")
 
 
@@ -425,7 +475,7 @@ def test_data_that_does_not_fit_exits_2(smoke_run, tmp_path, capsys):
 def test_cli_subprocess_exit_code_and_no_traceback(smoke_run, model_folder):
     model = _sb3_mlp_model(model_folder)
     result = cli("training.backtest", "--model", str(model), "--data", str(GOOGL))
-    assert_one_line_error(result.returncode, result.stderr, "not a multi-head trading agent")
+    assert_one_line_error(result.returncode, result.stderr, PICKLED)
 
 
 def assert_one_line_error(code: int, err: str, message: str) -> None:

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecMonitor
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -28,7 +27,8 @@ from training.attention.pruning import compare_policies, heads_to_prune, pruning
 from training.config import load_config
 from training.heads import main as heads_main
 from training.run.callbacks import HeadImportanceCallback
-from training.run.folder import RunDir
+from training.run.data import data_files
+from training.run.folder import RunDir, load_model
 from training.run.session import build_model
 from training.train import main as train_main
 
@@ -176,7 +176,7 @@ def test_pruned_policy_equals_the_gated_policy(variant):
 
 def test_callback_logs_importance_of_every_head_to_tensorboard(tmp_path):
     cfg = load_config(REPO / "configs/smoke.yaml", ["trunk.n_layers=2"])
-    market = load_market_data(cfg.data.resolved_path())
+    market = load_market_data(data_files(cfg.data)[0])
     env = VecMonitor(BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs))
     run = RunDir(tmp_path)
     model = build_model(cfg, env, run)
@@ -237,13 +237,13 @@ def test_cli_prune_saves_a_smaller_model_that_acts_like_the_gated_one(smoke_run,
     assert summary["heads_per_layer"] == [1] and summary["identical_deterministic_actions"]
     assert (out / "pruning.png").is_file()
 
-    pruned = PPO.load(out / "pruned_model.zip", device="cpu")
-    assert pruned.policy.features_extractor.trunk.blocks[0].attn.n_heads == 1
+    pruned = load_model(out / "pruned_model.safetensors").policy
+    assert pruned.trunk.blocks[0].attn.n_heads == 1
     assert load_config(out / "config.yaml").trunk.heads_per_layer == (1,)
-    gated = PPO.load(smoke_run / "best_model.zip", device="cpu")
+    gated = load_model(smoke_run).policy
     gates = torch.ones(1, 2)
     gates[tuple(summary["heads_pruned"][0])] = 0.0
-    gated.policy.features_extractor.trunk.set_head_gates(gates)
+    gated.trunk.set_head_gates(gates)
     cfg = load_config(smoke_run / "config.yaml")
     env = TradingEnv(DATA, cfg.env, random_start=False, episode_length=None)
     obs, _ = env.reset(seed=0)
@@ -253,7 +253,7 @@ def test_cli_prune_saves_a_smaller_model_that_acts_like_the_gated_one(smoke_run,
         obs, *_ = env.step(action)
     # The pruned model is a model like any other for the CLI (config.yaml next to it).
     again = tmp_path / "again"
-    assert heads_main(["--model", str(out / "pruned_model.zip"), "--data", str(DATA),
+    assert heads_main(["--model", str(out / "pruned_model.safetensors"), "--data", str(DATA),
                        "--out", str(again)]) == 0  # fmt: skip
     assert np.array(
         json.loads((again / "importance.json").read_text())["importance"]["value"]
@@ -294,15 +294,16 @@ def test_cli_refuses_foreign_files_and_a_mismatched_window(smoke_run, tmp_path, 
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "config.yaml").write_text((smoke_run / "config.yaml").read_text())
-    (foreign / "best_model.zip").write_text("not a zip")
+    (foreign / "best_model.safetensors").write_text("not a model file")
     assert heads_main(["--model", str(foreign), "--data", str(DATA)]) == 2
-    assert "not a model saved by training.train" in capsys.readouterr().err
+    assert "best_model.safetensors: not a safetensors file" in capsys.readouterr().err
 
     wider = tmp_path / "wider"
     wider.mkdir()
     text = (smoke_run / "config.yaml").read_text().replace("window: 16", "window: 32")
     (wider / "config.yaml").write_text(text)
-    (wider / "best_model.zip").write_bytes((smoke_run / "best_model.zip").read_bytes())
+    model = (smoke_run / "best_model.safetensors").read_bytes()
+    (wider / "best_model.safetensors").write_bytes(model)
     assert heads_main(["--model", str(wider), "--data", str(DATA)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "(16, 7)" in err and "(32, 7)" in err, err
+    assert err.count("\n") == 1 and "[16, 7]" in err and "[32, 7]" in err, err

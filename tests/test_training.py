@@ -1,5 +1,6 @@
 """`python -m training.train` end to end: outputs, TensorBoard tags, resume, bad input, learning."""
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -8,17 +9,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from stable_baselines3 import PPO
+import torch
+from stable_baselines3.common.vec_env import DummyVecEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from envs import TradingEnv
 from training.config import DEFAULT_CONFIG_PATH, load_config, resolve_config
 from training.evaluation.metrics import compute_metrics, trades_from_record
 from training.evaluation.rollout import record_episode
-from training.run.folder import RunDir
+from training.run.data import data_files
+from training.run.folder import RunDir, load_model, restore_checkpoint
+from training.run.model_file import policy_tensors, read_model_file
+from training.run.session import build_model
 from training.train import main
 
 REPO = Path(__file__).resolve().parents[1]
+GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"
 
 
 def train_cli(*args: str) -> subprocess.CompletedProcess:
@@ -52,8 +58,8 @@ def smoke_run(tmp_path_factory) -> Path:
 def test_smoke_run_writes_models_report_and_summary(smoke_run):
     for name in (
         "config.yaml",
-        "final_model.zip",
-        "best_model.zip",
+        "final_model.safetensors",
+        "best_model.safetensors",
         "validation.json",
         "report/metrics.json",
         "report/equity.csv",
@@ -61,7 +67,8 @@ def test_smoke_run_writes_models_report_and_summary(smoke_run):
     ):
         assert (smoke_run / name).is_file(), name
     assert RunDir(smoke_run).latest_checkpoint() is not None
-    assert zipfile.is_zipfile(smoke_run / "final_model.zip")
+    assert not zipfile.is_zipfile(smoke_run / "final_model.safetensors")  # no pickles inside
+    assert read_model_file(smoke_run / "final_model.safetensors").num_timesteps == 256
     assert not list(smoke_run.rglob("*.tmp"))  # atomic writes leave no temporary files
 
 
@@ -89,21 +96,43 @@ def test_tensorboard_logs_every_head_and_the_trading_groups(smoke_run):
     assert {"eval/sharpe", "eval/total_return_pct", "eval/max_drawdown_pct"} <= scalars
 
 
-def test_resume_continues_the_step_count_in_the_same_tensorboard_run(smoke_run, tmp_path):
+def test_resume_restores_weights_optimizer_and_step_count_in_the_same_tensorboard_run(tmp_path):
+    """A smoke run of 256 steps (checkpoints at 128 and 256), resumed to 512: the model `fit`
+    builds from the run's config gets the checkpoint's weights, Adam state and step count before
+    learning continues, and the run goes on in the same TensorBoard folder."""
     run = tmp_path / "resumed"
     result = train_cli("--config", "configs/smoke.yaml", "--run-dir", str(run))
     assert result.returncode == 0, result.stderr
     checkpoint = RunDir(run).latest_checkpoint()
-    before = PPO.load(checkpoint).num_timesteps
+    saved = read_model_file(checkpoint)
+    assert checkpoint.name == "checkpoint_256_steps.safetensors" and saved.num_timesteps == 256
+    assert saved.optimizer is not None and saved.optimizer["state"]  # Adam moments, step counts
+
+    cfg = load_config(run / "config.yaml")
+    env = DummyVecEnv([lambda: TradingEnv(GOOGL, cfg.env)])
+    model = build_model(cfg, env, RunDir(tmp_path / "scratch"))
+    restore_checkpoint(model, checkpoint)  # what `fit` does with --resume, before `learn`
+    assert model.num_timesteps == 256
+    for name, value in policy_tensors(model.policy).items():
+        assert torch.equal(value, saved.policy[name]), name
+    state = model.policy.optimizer.state_dict()
+    assert state["state"].keys() == saved.optimizer["state"].keys()
+    for index, entries in saved.optimizer["state"].items():
+        assert state["state"][index].keys() == entries.keys()
+        assert all(torch.equal(state["state"][index][k], v) for k, v in entries.items())
+    assert json.loads(json.dumps(state["param_groups"])) == saved.optimizer["param_groups"]
+
     result = train_cli(
         "--resume", str(run), "--set", "train.total_timesteps=512", "--set", "train.threads=2"
     )
     assert result.returncode == 0, result.stderr
     assert "512 timesteps, device cpu, torch CPU threads 2" in result.stdout
-    assert f"resuming from {checkpoint}" in result.stdout
-    assert PPO.load(run / "final_model.zip").num_timesteps == 512 > before
+    assert f"resuming from {checkpoint} at 256 timesteps" in result.stdout
+    assert read_model_file(run / "final_model.safetensors").num_timesteps == 512
+    steps = sorted(int(p.name.split("_")[1]) for p in (run / "checkpoints").iterdir())
+    assert steps == [128, 256, 384, 512]  # continued on the same schedule
     _, _, last_step = event_tags(run)  # one TensorBoard folder, continued
-    assert last_step > before
+    assert last_step > 256
 
 
 @pytest.mark.parametrize(
@@ -126,9 +155,12 @@ def test_user_mistakes_exit_2_with_one_line_and_no_traceback(args, message, tmp_
 def test_data_on_the_command_line_is_found_from_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = resolve_config(REPO / "configs/smoke.yaml", data="x.csv")
-    assert cfg.data.resolved_path() == tmp_path / "x.csv"
+    assert data_files(cfg.data) == [tmp_path / "x.csv"]
+    both = resolve_config(REPO / "configs/smoke.yaml", data=["x.csv", "y.csv"], ticker=["A", "B"])
+    assert data_files(both.data) == [tmp_path / "x.csv", tmp_path / "y.csv"]
+    assert both.data.tickers == ("A", "B")
     default = resolve_config(DEFAULT_CONFIG_PATH)  # the default config's data is in the repo
-    assert default.data.resolved_path() == REPO / "data" / "gymanytrading_GOOGL_daily.csv"
+    assert data_files(default.data) == sorted((REPO / "data").glob("*.csv"))
 
 
 def alternating_market(n: int, seed: int) -> pd.DataFrame:
@@ -173,7 +205,7 @@ def test_agent_learns_an_exploitable_pattern_and_beats_baselines(tmp_path):
     assert main(args) == 0
 
     cfg = load_config(run / "config.yaml")
-    model = PPO.load(run / "final_model.zip")
+    policy = load_model(run / "final_model.safetensors").policy
     test_bars = range(1020, 1200)
 
     def backtest(policy) -> float:
@@ -183,7 +215,7 @@ def test_agent_learns_an_exploitable_pattern_and_beats_baselines(tmp_path):
         return metrics["total_return_pct"]
 
     rng = np.random.default_rng(0)
-    agent = backtest(lambda obs: model.predict(obs, deterministic=True)[0])
+    agent = backtest(lambda obs: policy.predict(obs, deterministic=True)[0])
     buy_and_hold = backtest(lambda obs: np.array([2, 0, 0]))
     random_agent = backtest(lambda obs: rng.integers(0, [3, 1, 1]))
     print(f"agent {agent:.1f}%, buy-and-hold {buy_and_hold:.1f}%, random {random_agent:.1f}%")

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from stable_baselines3 import PPO
 
 from agent.attention import CollaborativeAttention, SelfAttention
 from agent.config import TrunkConfig
 from agent.trunk import AttentionTrunk, admin_profiling_batch
 from envs import TradingEnv
 from training.config import ConfigError, load_config
+from training.run.data import data_files
+from training.run.folder import load_model
 from training.train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,12 +145,12 @@ def test_variant_trains_from_smoke_config_and_loads_back(tmp_path, variant):
     ]
     args = ["--config", str(REPO / "configs/smoke.yaml"), "--run-dir", str(run)]
     assert train_main([*args, *(f"--set={item}" for item in overrides)]) == 0
-    model = PPO.load(run / "final_model.zip", device="cpu")
-    trunk = model.policy.features_extractor.trunk
+    policy = load_model(run / "final_model.safetensors").policy
+    trunk = policy.trunk
     cfg = load_config(run / "config.yaml")
-    assert model.policy_kwargs["trunk"] == dataclasses.asdict(cfg.trunk)
+    assert policy.trunk_config == dataclasses.asdict(cfg.trunk)
     assert trunk.config == cfg.trunk and len(trunk.blocks) == cfg.trunk.n_blocks
-    env = TradingEnv(cfg.data.resolved_path(), cfg.env, random_start=False, episode_length=None)
+    env = TradingEnv(data_files(cfg.data)[0], cfg.env, random_start=False, episode_length=None)
     obs, _ = env.reset(seed=0)
-    action, _ = model.predict(obs, deterministic=True)
+    action, _ = policy.predict(obs, deterministic=True)
     assert env.action_space.contains(action)

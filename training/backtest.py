@@ -1,22 +1,23 @@
 """Backtest a trained agent and the baselines through the same environment code as training.
 
-    python -m training.backtest --model RUN_DIR_or_MODEL_ZIP --data CSV [--ticker T] [--adjust]
+    python -m training.backtest --model RUN_DIR_or_MODEL_FILE --data CSV [--ticker T] [--adjust]
                                 [--start DATE] [--end DATE] [--out DIR]
 
 Reads top to bottom: model + its config -> data -> env -> agent and baselines -> metrics -> files.
 The library it calls is `training.evaluation.backtest`.
 
-With a RUN_DIR the model is its `best_model.zip` (else `final_model.zip`); a bare zip needs the
-run's `config.yaml` next to it (or, for a zip in `checkpoints/`, in the run folder above). The
-config gives the env settings: window, levels, costs. `--start`/`--end` pick the bars to trade by
+With a RUN_DIR the model is its `best_model.safetensors` (else `final_model.safetensors`); a bare
+model file needs the run's `config.yaml` next to it (or, for a checkpoint in `checkpoints/`, in
+the run folder above). The config builds the policy (the file holds only its tensors) and gives
+the env settings: window, levels, costs. `--start`/`--end` pick the bars to trade by
 date (a date without a time includes that whole day); earlier bars still fill the first windows.
 
 Outputs in `--out` (default `<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`), each
 written atomically once everything has been computed: `metrics.json`, `equity.csv`, `trades.csv`,
 `report.png` and `next_order.json` (`training.evaluation.backtest.write_report`). The metrics
-table and the next order are printed. A user mistake (a file that is not one of our models, data
-that does not fit it, a date range without enough bars) prints one line on stderr and exits with
-code 2.
+table and the next order are printed. A user mistake (a file that is not one of our model files,
+such as an SB3 zip, whose pickled objects are never loaded; data that does not fit it; a date
+range without enough bars) prints one line on stderr and exits with code 2.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from training.cli import add_model_and_data_arguments, reports_user_errors
 from training.evaluation.backtest import (
     BacktestError,
     backtest,
-    check_fits,
     default_title,
     evaluation_env,
     format_next_order,
@@ -42,7 +42,7 @@ from training.evaluation.backtest import (
     write_report,
 )
 from training.evaluation.metrics import format_metrics_table
-from training.run.folder import ModelError, load_model
+from training.run.folder import ModelError, RunDir, load_model
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -106,11 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     bars = select_bars(market, args.start, args.end)
     env = evaluation_env(market, cfg.env, bars)
-    check_fits(loaded.model, env, loaded.path)
-    result = backtest(loaded.model, env)
+    result = backtest(loaded.policy, env)
     out = args.out or default_out(loaded.run_dir, args)
     title = f"{loaded.path.name} on {default_title(env)}"
-    seen = in_sample(cfg, args.data, args.ticker, env)
+    seen = in_sample(RunDir(loaded.run_dir), env)
     if seen is not None:
         title += f" [in-sample: {seen.count / seen.decisions:.0%} of decisions]"
     write_report(result, out, title)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import re
 import types
 import typing
@@ -73,13 +74,18 @@ def _check(section: str, obj: object, checks: Sequence[tuple[str, bool, str]]) -
 
 @dataclass
 class DataConfig:
-    """Which market data to train on and how it splits (chronologically) into train/val/test."""
+    """Which instruments to train on and how they split, by calendar date, into train/val/test.
 
-    path: str = "data/gymanytrading_GOOGL_daily.csv"  # OHLCV CSV; relative to the repo root
-    ticker: str | None = None  # `Ticker` to select in a multi-ticker CSV; None: one-ticker file
-    adjust: bool = False  # split-adjust the prices with the `Adj Close` / `Close` ratio
-    validation: float = 0.15  # share of the bars (after train) used for validation
-    test: float = 0.15  # share of the bars (the last ones) held out for the final test
+    Several files, or a multi-ticker file, train one model on every instrument at once; they
+    split on one calendar (the union of their dates), the same dates for all
+    (`envs.splits.split_calendar`).
+    """
+
+    path: str | tuple[str, ...] = "data/gymanytrading_GOOGL_daily.csv"  # CSVs/globs from repo root
+    ticker: str | tuple[str, ...] | None = None  # tickers of multi-ticker files to take; None: all
+    adjust: bool = False  # split-adjust prices by `Adj Close` / `Close` (in files that have it)
+    validation: float = 0.15  # share of the calendar's dates (after train) used for validation
+    test: float = 0.15  # share of the calendar's dates (the last ones) held out for the final test
     validation_start: str | None = None  # ISO date of the first validation bar; beats `validation`
     test_start: str | None = None  # ISO date of the first test bar; beats `test`
 
@@ -97,7 +103,16 @@ class DataConfig:
             "data",
             self,
             [
-                ("path", self.path != "", "a CSV file path"),
+                (
+                    "path",
+                    len(self.paths) >= 1 and all(p != "" for p in self.paths),
+                    "a CSV file path or glob, or a list of them",
+                ),
+                (
+                    "ticker",
+                    self.tickers is None or all(t.strip() for t in self.tickers),
+                    "a ticker, a list of tickers, or null (every ticker)",
+                ),
                 ("validation", 0 <= self.validation < 1, "a fraction in [0, 1)"),
                 ("test", 0 <= self.test < 1, "a fraction in [0, 1)"),
                 ("test", self.validation + self.test < 1, "validation + test < 1"),
@@ -119,10 +134,15 @@ class DataConfig:
             ],
         )
 
-    def resolved_path(self) -> Path:
-        """`path` as an absolute path; a relative one is taken from the repo root."""
-        path = Path(self.path).expanduser()
-        return path if path.is_absolute() else REPO_ROOT / path
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """`path` as a tuple of files or globs."""
+        return (self.path,) if isinstance(self.path, str) else tuple(self.path)
+
+    @property
+    def tickers(self) -> tuple[str, ...] | None:
+        """`ticker` as a tuple, or None for every ticker."""
+        return (self.ticker,) if isinstance(self.ticker, str) else self.ticker
 
 
 @dataclass
@@ -211,6 +231,7 @@ class TrainConfig:
     seed: int = 0  # seeds python, numpy, torch and the envs
     checkpoint_every: int = 20_000  # timesteps between checkpoints; 0 disables
     eval_every: int = 20_000  # timesteps between passes over the validation range; 0 disables
+    patience: int = 0  # stop after this many validation passes without a new best; 0: never
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
@@ -231,6 +252,7 @@ class TrainConfig:
                 ("seed", self.seed >= 0, "an integer >= 0"),
                 ("checkpoint_every", self.checkpoint_every >= 0, "an integer >= 0"),
                 ("eval_every", self.eval_every >= 0, "an integer >= 0"),
+                ("patience", self.patience >= 0, "an integer >= 0"),
                 ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
                 (
                     "name",
@@ -509,24 +531,31 @@ def resolve_config(
     path: str | Path | None,
     overrides: Sequence[str] = (),
     *,
-    data: str | None = None,
-    ticker: str | None = None,
+    data: str | Sequence[str] | None = None,
+    ticker: str | Sequence[str] | None = None,
     run_dir: str | Path | None = None,
 ) -> RunConfig:
     """A command's config: YAML file `path` with its command-line choices on top.
 
-    `overrides` (`--set` items) come first; then `data` (`--data`, a path taken from the current
-    folder, whereas a config file's `data.path` is taken from the repository root), `ticker`
-    and `run_dir` beat any `--set` of `data.path`, `data.ticker` and `train.run_dir`.
+    `overrides` (`--set` items) come first; then `data` (`--data`: paths or globs taken from the
+    current folder, whereas a config file's `data.path` is taken from the repository root),
+    `ticker` and `run_dir` beat any `--set` of `data.path`, `data.ticker` and `train.run_dir`.
+    One path or ticker is set as a string, several as a list.
     """
     explicit = list(overrides)
     if data:
-        explicit.append(f"data.path={Path(data).expanduser().absolute()}")
+        paths = [str(Path(p).expanduser().absolute()) for p in _as_list(data)]
+        explicit.append(f"data.path={json.dumps(paths[0] if len(paths) == 1 else paths)}")
     if ticker:
-        explicit.append(f"data.ticker={ticker}")
+        tickers = _as_list(ticker)
+        explicit.append(f"data.ticker={json.dumps(tickers[0] if len(tickers) == 1 else tickers)}")
     if run_dir:
         explicit.append(f"train.run_dir={run_dir}")
     return load_config(path, explicit)
+
+
+def _as_list(value: str | Sequence[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

@@ -43,6 +43,7 @@ from training.experiments.summary import (
     selection_text,
     write_outputs,
 )
+from training.run.data import data_files
 
 RUN_AGAIN = "python -m training.sweep --resume"
 SEEDS = 3  # default seeds per config
@@ -115,8 +116,9 @@ def make_plan(args: argparse.Namespace) -> tuple[Plan, Path]:
     overrides = list(args.overrides) + ([f"data.ticker={args.ticker}"] if args.ticker else [])
     data = args.data.expanduser().absolute() if args.data else None
     base = load_config(config, [*overrides, *([f"data.path={data}"] if data else [])])
-    if not base.data.resolved_path().is_file():
-        raise ConfigError(f"{base.data.resolved_path()}: data file not found")
+    for path in data_files(base.data):  # a glob matching nothing is a DataError already
+        if not path.is_file():
+            raise ConfigError(f"{path}: data file not found")
     space = read_space(args.search, config, overrides) if args.search else None
     plan = build_plan(config, data, overrides, space, samples, seeds, args.sampler_seed or 0)
     write_plan(args.out, plan)

@@ -13,9 +13,12 @@ from pathlib import Path
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
+from envs import MarketData, TradingEnv
+from envs.market_data import DataError
 from training.cli import INTERRUPTED_STATUS, reports_user_errors
 from training.config import (
     REPO_ROOT,
+    ConfigError,
     RunConfig,
     add_config_arguments,
     config_to_dict,
@@ -23,14 +26,21 @@ from training.config import (
     resolve_config,
     save_config,
 )
-from training.evaluation.backtest import (
-    backtest,
-    evaluation_env,
-    format_next_order,
-    write_report,
-)
+from training.evaluation.backtest import backtest, evaluation_env
 from training.evaluation.metrics import format_metrics_table
-from training.evaluation.validation import validate
+from training.evaluation.portfolio import (
+    combined_metrics,
+    describe_span,
+    format_next_orders,
+    instruments_table,
+    write_reports,
+)
+from training.evaluation.validation import (
+    generalization_summary,
+    read_validation_history,
+    validate,
+)
+from training.run.atomic import write_json_atomic
 from training.run.callbacks import (
     AtomicCheckpoint,
     HeadImportanceCallback,
@@ -38,17 +48,23 @@ from training.run.callbacks import (
     ValidationCallback,
     flatten,
 )
-from training.run.data import load_run_market, split_run_market
-from training.run.folder import RunDir, load_model, save_model_atomic
+from training.run.data import RunData, instrument_name
+from training.run.folder import ModelError, RunDir, load_model, save_model_atomic
 from training.run.session import fit, prepare_torch
+
+MIN_EVALUATION_STEPS = 20  # an instrument is validated / tested on a range of this many decisions
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options; `--set section.key=value` overrides any config key."""
     parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__)
     add_config_arguments(parser)
-    parser.add_argument("--data", help="OHLCV CSV to train on (sets data.path)")
-    parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV (data.ticker)")
+    parser.add_argument(
+        "--data", nargs="+", help="OHLCV CSVs or globs to train on (sets data.path)"
+    )
+    parser.add_argument(
+        "--ticker", nargs="+", help="tickers to take from multi-ticker CSVs (data.ticker)"
+    )
     parser.add_argument("--run-dir", type=Path, help="output folder (default runs/<name>-<time>)")
     parser.add_argument(
         "--resume",
@@ -61,64 +77,103 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def new_run_dir(cfg: RunConfig) -> RunDir:
-    """The configured run folder (`train.run_dir`), or a fresh `runs/<name>-<time>`."""
+    """The configured run folder (`train.run_dir`), or a fresh `runs/<name>-<time>`.
+
+    A configured folder that already holds a run is refused (`RunDir.claim`, one line): a second
+    run there would mix its models and validation history with the first one's.
+    """
     if cfg.train.run_dir:
         root = Path(cfg.train.run_dir)
-        root.mkdir(parents=True, exist_ok=True)
-        return RunDir(root)
+        return RunDir.claim(root, f"continue it with --resume {root}, or pass another --run-dir")
     return RunDir.new(REPO_ROOT / "runs", cfg.train.name)
 
 
-def train(cfg: RunConfig, run: RunDir, resume: bool) -> dict[str, Path]:
-    """Train (or continue) the run; return where the outputs are."""
+def train(
+    cfg: RunConfig, run: RunDir, resume: bool, data: RunData | None = None
+) -> dict[str, Path]:
+    """Train (or continue) the run; return where the outputs are.
+
+    `data` None loads and splits the config's instruments; benchmarks pass their own (e.g.
+    generated series, `training.run.data.RunData`).
+    """
     prepare_torch(cfg)
-    market = load_run_market(cfg)
-    splits = split_run_market(market, cfg.data)
+    data = RunData.load(cfg) if data is None else data
+    window = cfg.env.window
+    train_ranges = data.ranges("train", 1, window)
+    if not train_ranges:
+        raise DataError(f"{run.root}: no instrument has training bars before the validation dates")
+    validation_envs = evaluation_envs(data.ranges("validation", MIN_EVALUATION_STEPS, window), cfg)
+    test_envs = evaluation_envs(data.ranges("test", MIN_EVALUATION_STEPS, window), cfg)
     print(
-        f"training {run.root}: {market.source}, {len(splits.train):,} train / "
-        f"{len(splits.validation):,} validation / {len(splits.test):,} test bars, "
+        f"training {run.root}: {len(data.markets)} instrument(s), "
         f"{cfg.train.total_timesteps:,} timesteps, device {cfg.policy.device}, "
-        f"torch CPU threads {torch.get_num_threads()}"
+        f"torch CPU threads {torch.get_num_threads()}\n{data.describe()}"
     )
     if not resume:
         save_config(cfg, run.config)
+        write_json_atomic(run.splits, data.to_dict())
 
-    validation_env = evaluation_env(market, cfg.env, splits.validation)
     callbacks: list[BaseCallback] = [HyperParameters(flatten(config_to_dict(cfg)))]
     if cfg.train.checkpoint_every:
         callbacks.append(AtomicCheckpoint(run, cfg.train.checkpoint_every))
     if cfg.train.importance_every:
         callbacks.append(HeadImportanceCallback(cfg.train.importance_every))
-    if cfg.train.eval_every:
-        callbacks.append(ValidationCallback(validation_env, run, cfg.train.eval_every))
+    if cfg.train.eval_every and validation_envs:
+        every, patience = cfg.train.eval_every, cfg.train.patience
+        callbacks.append(ValidationCallback(validation_envs, run, every, patience))
     checkpoint = run.latest_checkpoint() if resume else None
-    model = fit(cfg, market, splits.train, run, callbacks=callbacks, checkpoint=checkpoint)
+    model = fit(cfg, train_ranges, run, callbacks=callbacks, checkpoint=checkpoint)
     save_model_atomic(model, run.final_model)
-    if not run.best_model.exists():  # no validation pass saved one: validate the final model
-        validate(model, validation_env, run)
+    if not run.best_model.exists() and validation_envs:  # no pass saved one: validate the final
+        validate(model, validation_envs, run)
 
-    test_env = evaluation_env(market, cfg.env, splits.test)
-    # The model `python -m training.backtest --model RUN_DIR` reads: best_model.zip, else final.
-    result = backtest(load_model(run.root).model, test_env)
-    report = write_report(result, run.report, f"{run.root.name} on the test split")
-    print(f"\nbacktest of the test split ({len(splits.test)} bars), agent vs baselines:")
-    print(format_metrics_table(result.metrics))
-    print(f"\n{format_next_order(result)}")
-    return {
+    # The model `python -m training.backtest --model RUN_DIR` reads: best_model, else final_model.
+    policy = load_model(run.root).policy
+    results = {name: backtest(policy, env) for name, env in test_envs.items()}
+    print(f"\n{generalization_summary(read_validation_history(run))}")
+    if not results:
+        print("no instrument has enough test bars: no test backtest")
+        return _outputs(run, None)
+    report = write_reports(results, run.report, f"{run.root.name} on the test split")
+    print(f"\nbacktest of the test split ({describe_span(results)}), agent vs baselines:")
+    print(format_metrics_table(combined_metrics(results)))
+    if len(results) > 1:
+        print(f"\neach instrument (the table above combines their accounts):\n"
+              f"{instruments_table(results)}")  # fmt: skip
+    print(f"\n{format_next_orders(results)}")
+    return _outputs(run, report)
+
+
+def _outputs(run: RunDir, report: Path | None) -> dict[str, Path]:
+    outputs = {
         "final model": run.final_model,
         "best model (validation Sharpe)": run.best_model,
         "TensorBoard logs": run.tensorboard,
-        "backtest report (test split)": report,
     }
+    if report is not None:
+        outputs["backtest report (test split)"] = report
+    return outputs
 
 
-@reports_user_errors()
+def evaluation_envs(
+    ranges: list[tuple[MarketData, range]], cfg: RunConfig
+) -> dict[str, TradingEnv]:
+    """One evaluation env per instrument range, by instrument name."""
+    return {instrument_name(m): evaluation_env(m, cfg.env, bars) for m, bars in ranges}
+
+
+@reports_user_errors(ModelError)
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: train, then print where everything is. User mistakes exit 2, one line."""
     args = parse_args(argv)
     if args.resume is not None:  # the run's own config; --set may extend it (total_timesteps)
         run = RunDir(args.resume)
         cfg = load_config(run.config, args.overrides)
+        if run.latest_checkpoint() is None:
+            raise ConfigError(
+                f"{run.root}: no checkpoint to resume from (checkpoints/checkpoint_<timesteps>"
+                "_steps.safetensors); start a new run in another folder"
+            )
     else:
         cfg = resolve_config(
             args.config, args.overrides, data=args.data, ticker=args.ticker, run_dir=args.run_dir

@@ -1,9 +1,10 @@
 """The backtest library: a trained agent and the baselines through the env's own execution code.
 
 The agent acts deterministically (the most likely level of each head) through `FastPolicy`, which
-gives the actions of `model.predict` at a fraction of the cost: it steps the env's own execution
+gives the actions of `policy.predict` at a fraction of the cost: it steps the env's own execution
 kernel in a compiled loop. The baselines (`training.evaluation.baselines`) are policies run
-through a `TradingEnv`. Either way one implementation of fills, stops, costs and accounting
+through a `TradingEnv` over the same market, bars and costs, whose only levels are 1x and no stop
+(`baseline_env`). Either way one implementation of fills, stops, costs and accounting
 (`envs.execution`) serves every strategy.
 
 `backtest` gives every strategy's record, trades and metrics and the agent's next order;
@@ -11,34 +12,32 @@ through a `TradingEnv`. Either way one implementation of fills, stops, costs and
 record, `training.evaluation.rollout.RECORD_COLUMNS`, plus each baseline's equity), `trades.csv`
 (the agent's round trips), `report.png` (`training.evaluation.report`) and `next_order.json`
 (`training.evaluation.next_order`: the agent's order for the open after the last bar, null when
-its account was liquidated). `select_bars`, `check_fits` and `in_sample` serve the command line
+its account was liquidated). `select_bars` and `in_sample` serve the command line
 (`python -m training.backtest`); their mistakes are `BacktestError`s of one line.
 """
 
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pandas as pd
-from stable_baselines3.common.base_class import BaseAlgorithm
 
-from agent import MultiHeadPolicy, policy_of
+from agent import MultiHeadPolicy
 from envs import EnvConfig, MarketData, TradingEnv
 from envs.market_data import parse_time, time_labels
-from training.config import RunConfig
-from training.evaluation.baselines import BarPolicy, baseline_policies
+from training.evaluation.baselines import BarPolicy, baseline_env, baseline_policies
 from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import compute_metrics, record_metrics, trades_from_record
 from training.evaluation.next_order import NextOrder, decide_next_order
 from training.evaluation.report import AGENT, render_report
 from training.evaluation.rollout import record_episode
 from training.run.atomic import write_bytes_atomic, write_json_atomic
-from training.run.data import split_run_market
+from training.run.folder import RunDir
 
 
 class BacktestError(ValueError):
@@ -53,6 +52,7 @@ class BacktestResult:
     trades: dict[str, pd.DataFrame]  # strategy -> `trades_from_record`
     metrics: dict[str, dict[str, float]]  # strategy -> `compute_metrics`
     next_order: NextOrder | None  # the agent's order after the last bar; None if terminated
+    bars_per_year: float  # what annualised the metrics (the env's)
 
 
 # --- running strategies -----------------------------------------------------------------------
@@ -113,28 +113,39 @@ def agent_metrics(policy: MultiHeadPolicy, env: TradingEnv) -> dict[str, float]:
     return record_metrics(record, bars_per_year=env.core.bars_per_year)
 
 
-def backtest(model: BaseAlgorithm, env: TradingEnv) -> BacktestResult:
-    """The deterministic agent and the baselines over the whole range of `env`.
+def backtest(policy: MultiHeadPolicy, env: TradingEnv) -> BacktestResult:
+    """The deterministic `policy` and the baselines over the whole range of `env`.
 
-    `env` must cover its range in one episode (`evaluation_env`).
+    `env` must cover its range in one episode (`evaluation_env`); the baselines run on the same
+    market and bars under their own levels (`baseline_env`).
     """
     core = env.core
     if core.config.random_start or core.episode_length != core.end_bar - core.first_bar:
         raise ValueError("backtest needs an env of one episode over its range (evaluation_env)")
-    policy = policy_of(model)
     agent = FastPolicy(policy, core)
-    records = {AGENT: agent.record_episode()}
+    record = agent.record_episode()
     final = agent.final_accounts
     next_order = None if final is None else decide_next_order(policy, core, final)
+    return with_baselines(record, next_order, env)
+
+
+def with_baselines(
+    agent: pd.DataFrame, next_order: NextOrder | None, env: TradingEnv
+) -> BacktestResult:
+    """The agent's record over `env`'s range, the baselines' over the same range, and metrics."""
+    core = env.core
+    records = {AGENT: agent}
+    baselines = baseline_env(env)
     records.update(
-        (name, record_strategy(env, policy)) for name, policy in baseline_policies(core).items()
+        (name, record_strategy(baselines, strategy))
+        for name, strategy in baseline_policies(baselines).items()
     )
     trades = {name: trades_from_record(record) for name, record in records.items()}
     metrics = {
         name: compute_metrics(record, trades[name], bars_per_year=core.bars_per_year)
         for name, record in records.items()
     }
-    return BacktestResult(records, trades, metrics, next_order)
+    return BacktestResult(records, trades, metrics, next_order, core.bars_per_year)
 
 
 def format_next_order(result: BacktestResult) -> str:
@@ -186,29 +197,7 @@ def default_title(env: TradingEnv) -> str:
     return f"{name}: {first} .. {last}"
 
 
-# --- the model, the data and the bars ---------------------------------------------------------
-
-
-def check_fits(model: BaseAlgorithm, env: TradingEnv, model_path: Path) -> None:
-    """Raise `BacktestError` unless the env's observations and actions are the model's."""
-    model_space, env_space = (
-        cast(gym.spaces.Dict, model.observation_space),
-        env.core.observation_space,
-    )
-    for key in ("market", "account"):
-        expected, found = model_space[key].shape, env_space[key].shape
-        if expected != found:
-            what = "window, features" if key == "market" else "account features"
-            raise BacktestError(
-                f"{model_path}: the model reads {key} observations of shape {expected} "
-                f"({what}), the env built from its config gives {found}"
-            )
-    levels = cast(gym.spaces.MultiDiscrete, model.action_space).nvec
-    expected, found = levels.tolist(), env.core.action_space.nvec.tolist()
-    if expected != found:
-        raise BacktestError(
-            f"{model_path}: the model has {expected} levels per head, its config {found}"
-        )
+# --- the data and the bars ---------------------------------------------------------------------
 
 
 def _parse_time(option: str, text: str, whole_day: bool = False) -> pd.Timestamp:
@@ -247,7 +236,7 @@ class InSample:
 
     decisions: int  # decisions of the backtest
     train: int  # of them on the run's training split
-    validation: int  # of them on its validation split (which chose best_model.zip)
+    validation: int  # of them on its validation split (which chose best_model.safetensors)
     test_start: pd.Timestamp | None  # first bar of the run's held-out test split, if any
 
     @property
@@ -269,23 +258,39 @@ class InSample:
         return line
 
 
-def in_sample(cfg: RunConfig, data: Path, ticker: str | None, env: TradingEnv) -> InSample | None:
+def in_sample(run: RunDir, env: TradingEnv) -> InSample | None:
     """The decisions of `env` on the training run's own train and validation bars, or None.
 
-    Only the run's own data file and ticker can be compared bar by bar: the run's splits
-    (`training.run.data.split_run_market`) are recomputed on the same bars. None for other data, or
-    when no decision falls on those bars.
+    Only the run's own instruments (the same file and ticker, as its `splits.json` lists them)
+    are compared, by the run's calendar split dates. None for other data, for a run folder
+    without `splits.json`, or when no decision falls before the test dates.
     """
-    same_file = data.resolve() == cfg.data.resolved_path().resolve()
-    if not same_file or ticker != cfg.data.ticker:
+    if not run.splits.is_file():
         return None
-    core = env.core
-    splits = split_run_market(core.market, cfg.data)
-    decisions = range(core.first_bar, core.end_bar)
+    recorded = json.loads(run.splits.read_text())
+    market = env.core.market
+    if not any(
+        Path(entry["source"]).resolve() == Path(market.source).resolve()
+        and entry["ticker"] == market.ticker
+        for entry in recorded["instruments"]
+    ):
+        return None
+
+    def position(key: str) -> int:
+        date = recorded[key]
+        return len(market) if date is None else market.bar_position(pd.Timestamp(date))
+
+    validation_begin, test_begin = position("validation_start"), position("test_start")
+    decisions = range(env.core.first_bar, env.core.end_bar)
 
     def overlap(split: range) -> int:
         return max(0, min(decisions.stop, split.stop) - max(decisions.start, split.start))
 
-    test_start = pd.Timestamp(core.timestamps[splits.test.start]) if splits.test else None
-    found = InSample(len(decisions), overlap(splits.train), overlap(splits.validation), test_start)
+    test_start = pd.Timestamp(recorded["test_start"]) if recorded["test_start"] else None
+    found = InSample(
+        len(decisions),
+        overlap(range(0, validation_begin)),
+        overlap(range(validation_begin, test_begin)),
+        test_start,
+    )
     return found if found.count else None

@@ -100,19 +100,25 @@ class FastPolicy:
             return self.policy.predict(obs, deterministic=True)[0]
         return self._action.copy()
 
-    def record_episode(self) -> pd.DataFrame:
+    def record_episode(self, start: Accounts | None = None) -> pd.DataFrame:
         """The agent's episode over the core's range, as `rollout.record_episode` would give it.
 
         The episode starts at the first decision bar, as a `TradingEnv` on this core built with
-        ``random_start=False`` does, and runs until it is truncated or terminated. Steps run in
+        ``random_start=False`` does, and runs until it is truncated or terminated. With `start`
+        (the `final_accounts` of another `FastPolicy` on the same market whose range ended at
+        this range's first decision bar), it continues that account instead of a fresh one
+        (`TradingCore.carry_over`): row 0 of the record is then its state at that bar. Steps run in
         one compiled loop: the heads of this policy, then `envs.execution.step_accounts` (the
         env's own kernel), with no Python per bar; a near tie leaves the loop for one
         `policy.predict` call on the observation the env would return. The frame equals that of
         `record_episode` on such an env with this policy as the step function (tested).
         """
         core = self.core
-        accounts = Accounts.zeros(1)
-        core.reset(accounts, np.zeros(1, dtype=np.int64), np.array([core.first_bar]))
+        if start is None:
+            accounts = Accounts.zeros(1)
+            core.reset(accounts, np.zeros(1, dtype=np.int64), np.array([core.first_bar]))
+        else:
+            accounts = core.carry_over(start)
         steps = core.episode_length
         bar_log = np.empty(steps + 1, dtype=np.int64)  # [n + 1]
         actions = np.empty((steps, 3), dtype=np.int64)  # [n, 3]

@@ -49,6 +49,8 @@ METRIC_DOCS: dict[str, str] = {
     "exposure_pct": "bars that close with a non-zero position, % of all bars",
     "average_leverage": "mean |notional| / equity over the bars that close in a position",
     "turnover": "total traded notional / mean equity (times the book was traded)",
+    "turnover_per_year": "turnover / years",
+    "fees_pct_per_year": "commission + slippage + financing + borrow, % of mean equity a year",
     "trades": "number of round trips (a trade still open at the end counts)",
     "fees_paid": "commission + slippage + financing + borrow, money",
     "stops_hit": "positions closed by their stop",
@@ -283,6 +285,8 @@ def compute_metrics(
     in_position = stepped["position"].to_numpy(dtype=float) != 0
     exposure = stepped["exposure"].to_numpy(dtype=float)
     pnl = trades["pnl"].to_numpy(dtype=float)
+    turnover = _ratio(float(stepped["traded_notional"].sum()), float(wealth.mean()))
+    fees = float(stepped["costs"].sum())
     return {
         "total_return_pct": (growth - 1.0) * 100.0,
         # Plain sqrt-of-time scaling, as in the Sharpe ratio (backtesting.py compounds the
@@ -301,9 +305,15 @@ def compute_metrics(
         "profit_factor": _profit_factor(pnl),
         "exposure_pct": _mean(in_position) * 100.0,
         "average_leverage": _mean(np.abs(exposure[in_position])),
-        "turnover": _ratio(float(stepped["traded_notional"].sum()), float(wealth.mean())),
+        "turnover": turnover,
+        "turnover_per_year": turnover / years if years > 0 else math.nan,
+        "fees_pct_per_year": (
+            fees / float(wealth.mean()) / years * 100.0
+            if years > 0 and wealth.mean() > 0
+            else math.nan
+        ),
         "trades": len(trades),
-        "fees_paid": float(stepped["costs"].sum()),
+        "fees_paid": fees,
         "stops_hit": int(stepped["stop_hit"].sum()),
         "liquidations": int(stepped["liquidated"].sum()),
         "bars": bars,
@@ -319,8 +329,11 @@ def record_metrics(record: pd.DataFrame, *, bars_per_year: float) -> dict[str, f
 # --- terminal table ---------------------------------------------------------------------------
 
 
-def _format_value(value: float) -> str:
-    """A metric for the table: integers as integers, NaN as '-', small numbers in e-notation."""
+def format_value(value: float | None) -> str:
+    """A metric for the table: integers as integers, NaN (or None, JSON's NaN) as '-', small
+    numbers in e-notation."""
+    if value is None:
+        return "-"
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return f"{value:,d}"
     value = float(value)
@@ -344,7 +357,7 @@ def format_metrics_table(columns: dict[str, dict[str, float]]) -> str:
     for metrics in columns.values():
         keys += [key for key in metrics if key not in keys]
     header = ["metric", *columns]
-    body = [[key, *(_format_value(m.get(key, math.nan)) for m in columns.values())] for key in keys]
+    body = [[key, *(format_value(m.get(key, math.nan)) for m in columns.values())] for key in keys]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:

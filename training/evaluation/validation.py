@@ -1,47 +1,139 @@
 """Validation of a run: a backtest of the deterministic policy on the validation range.
 
-`validate` is one pass. The run folder holds its state, so a resumed run continues it:
-`validation.json` lists every pass's metrics, and `best_model.zip` is the model of the pass with
-the best finite Sharpe ratio so far. `training.run.callbacks.ValidationCallback` calls it every
-`train.eval_every` timesteps; `training.train` calls it once more at the end when no pass saved
-a best model.
+`validate` is one pass over every instrument with validation bars. The run folder holds its
+state, so a resumed run continues it: `validation.json` lists every pass's metrics, and
+`best_model.safetensors` is the model of the pass with the best finite Sharpe ratio so far.
+With several instruments the metrics are those of their combined accounts
+(`training.evaluation.portfolio`), and each instrument's own are kept under "instruments".
+`training.run.callbacks.ValidationCallback` calls it every `train.eval_every` timesteps;
+`training.train` calls it once more at the end when no pass saved a best model.
+
+The generalization gap is the training episodes' mean Sharpe ratio minus the validation Sharpe
+ratio: a policy that memorises its training path scores far better on it than on new bars.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from typing import Any
 
+import pandas as pd
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agent import policy_of
 from envs import TradingEnv
-from training.evaluation.backtest import agent_metrics
+from training.evaluation.fast_inference import FastPolicy
+from training.evaluation.metrics import compute_metrics, record_metrics, trades_from_record
+from training.evaluation.portfolio import combine_records
 from training.run.atomic import write_json_atomic
 from training.run.folder import RunDir, save_model_atomic
 
 
-def validate(model: BaseAlgorithm, env: TradingEnv, run: RunDir) -> dict[str, float]:
-    """Backtest `model`'s deterministic policy over `env`'s range; record it in `run`.
+def validate(
+    model: BaseAlgorithm,
+    envs: Mapping[str, TradingEnv],
+    run: RunDir,
+    train_sharpe: float = math.nan,
+) -> dict[str, Any]:
+    """Backtest `model`'s deterministic policy over each env's range; record the pass in `run`.
 
-    The metrics (`training.evaluation.metrics.compute_metrics`) are appended, with the model's
-    timestep count, to `run.validation_history`; `run.best_model` is saved (atomically) when
-    the Sharpe ratio is finite and beats every earlier pass's. Returns the metrics.
+    `envs` maps instrument names to evaluation envs (one episode over the validation range).
+    The metrics (`training.evaluation.metrics.compute_metrics`, of the combined accounts when
+    there are several) are appended to `run.validation_history` with the model's timestep
+    count, `train_episode_sharpe` (`train_sharpe`: the mean Sharpe ratio of the training
+    episodes since the last pass, NaN if none ended) and `generalization_gap` (that minus the
+    validation Sharpe). `run.best_model` is saved (atomically) when the Sharpe ratio is finite
+    and beats every earlier pass's. Returns the entry.
     """
-    metrics = agent_metrics(policy_of(model), env)
-    history = _history(run)
-    best = max((h["sharpe"] for h in history if h.get("sharpe") is not None), default=-math.inf)
+    policy = policy_of(model)
+    records = {name: FastPolicy(policy, env.core).record_episode() for name, env in envs.items()}
+    bars_per_year = next(iter(envs.values())).core.bars_per_year
+    if len(records) == 1:
+        metrics = record_metrics(next(iter(records.values())), bars_per_year=bars_per_year)
+    else:
+        combined = combine_records(list(records.values()))
+        trades = pd.concat([trades_from_record(r) for r in records.values()], ignore_index=True)
+        metrics = compute_metrics(combined, trades, bars_per_year=bars_per_year)
     sharpe = float(metrics["sharpe"])
+    entry: dict[str, Any] = {
+        "timesteps": model.num_timesteps,
+        **metrics,
+        "train_episode_sharpe": train_sharpe,
+        "generalization_gap": train_sharpe - sharpe,
+    }
+    if len(records) > 1:
+        entry["instruments"] = {
+            name: record_metrics(record, bars_per_year=bars_per_year)
+            for name, record in records.items()
+        }
+    history = read_validation_history(run)
+    best = max((h["sharpe"] for h in history if h.get("sharpe") is not None), default=-math.inf)
     if math.isfinite(sharpe) and sharpe > best:
         save_model_atomic(model, run.best_model)
-    history.append({"timesteps": model.num_timesteps, **metrics})
+    history.append(entry)
     write_json_atomic(run.validation_history, history)
-    return metrics
+    return entry
 
 
-def _history(run: RunDir) -> list[dict[str, float]]:
+def read_validation_history(run: RunDir) -> list[dict[str, Any]]:
     """The earlier passes of `run` (NaN metrics read back as None), oldest first."""
     if not run.validation_history.exists():
         return []
-    history: list[dict[str, float]] = json.loads(run.validation_history.read_text())
+    history: list[dict[str, Any]] = json.loads(run.validation_history.read_text())
     return history
+
+
+def passes_since_best(run: RunDir) -> int:
+    """Validation passes of `run` after the one with the best finite Sharpe (all, if none)."""
+    sharpes = [h.get("sharpe") for h in read_validation_history(run)]
+    finite = [(s, i) for i, s in enumerate(sharpes) if s is not None and math.isfinite(s)]
+    if not finite:
+        return len(sharpes)
+    best = max(finite, key=lambda pair: (pair[0], -pair[1]))[1]  # the first of equal bests
+    return len(sharpes) - 1 - best
+
+
+def generalization_summary(history: list[dict[str, Any]]) -> str:
+    """Lines for the end of training: the chosen pass and the last one, with their gaps.
+
+    Says plainly when no validation pass beat staying flat (a return above 0%): then the test
+    figures printed after it are no evidence of skill, whatever they show.
+    """
+    if not history:
+        return "generalization: no validation pass, so the gap is unknown"
+
+    def sharpe_of(entry: dict[str, Any]) -> float:
+        value = entry.get("sharpe")
+        return -math.inf if value is None or not math.isfinite(value) else float(value)
+
+    chosen = max(history, key=sharpe_of)  # the first of equal bests, as `validate` keeps it
+
+    def describe(entry: dict[str, Any]) -> str:
+        train, gap = entry.get("train_episode_sharpe"), entry.get("generalization_gap")
+        text = (
+            f"{entry['timesteps']:,} timesteps: validation Sharpe {_number(entry.get('sharpe'))}, "
+            f"return {_number(entry.get('total_return_pct'))}%"
+        )
+        if train is not None and math.isfinite(train):
+            text += f"; training episodes' Sharpe {_number(train)}, gap {_number(gap)}"
+        return text
+
+    lines = [
+        f"generalization over {len(history)} validation passes (validation.json):",
+        f"  chosen model  {describe(chosen)}",
+        f"  last pass     {describe(history[-1])}",
+    ]
+    returns = [e.get("total_return_pct") for e in history]
+    best_return = max((r for r in returns if r is not None), default=None)
+    if best_return is None or best_return <= 0:
+        lines.append(
+            f"  validation never beat flat: the best of {len(history)} passes returned "
+            f"{_number(best_return)}%; the test figures below are no evidence of skill"
+        )
+    return "\n".join(lines)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:,.2f}"

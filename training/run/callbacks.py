@@ -2,7 +2,8 @@
 
 TensorBoard tags are grouped by namespace:
 `heads/<direction|leverage|risk>/...` (one rollout's actions), `trading/...` (training episodes),
-`eval/...` (the validation range), `attention/importance/...` (head importance), next to SB3's
+`eval/...` (the validation range), `generalization/...` (training episodes' Sharpe against
+validation's), `attention/importance/...` (head importance), next to SB3's
 own `train/...`, `rollout/...`, `time/...`.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,7 +27,7 @@ from envs import EnvConfig, TradingEnv
 from envs.config import HEAD_NAMES
 from training.attention.importance import batch_from_rollout, head_importance
 from training.attention.plots import figure_array, importance_figure
-from training.evaluation.validation import validate
+from training.evaluation.validation import passes_since_best, validate
 from training.run.folder import RunDir, save_model_atomic
 
 IMPORTANCE_NAMESPACE = "attention/importance"
@@ -128,7 +130,8 @@ class PeriodicCallback(BaseCallback):
         self._next = every
 
     def _init_callback(self) -> None:
-        self._next = (self.num_timesteps // self.every + 1) * self.every
+        # The model's count: the callback's own is still 0 here, also when a run is resumed.
+        self._next = (self.model.num_timesteps // self.every + 1) * self.every
 
     def _due(self) -> bool:
         """True once each time the timestep count reaches the next multiple of `every`."""
@@ -144,24 +147,52 @@ class PeriodicCallback(BaseCallback):
 class ValidationCallback(PeriodicCallback):
     """Every `every` timesteps, a validation pass (`training.evaluation.validation.validate`).
 
-    It backtests the deterministic policy on the validation range, keeps `best_model.zip` and
-    `validation.json` in `run`, and logs the metrics under `eval/<metric>`.
+    It backtests the deterministic policy on every instrument's validation range, keeps
+    `best_model.safetensors` and `validation.json` in `run`, and logs the metrics under
+    `eval/<metric>` (each instrument's Sharpe and return under `eval/<instrument>/...` when
+    there are several) and the generalization gap under `generalization/...`: the mean Sharpe
+    ratio of the training episodes that ended since the last pass, the validation Sharpe, and
+    their difference. With `patience` > 0, training stops once that many passes in a row have
+    not beaten the best validation Sharpe (early stopping; the best model is kept either way).
     """
 
-    def __init__(self, env: TradingEnv, run: RunDir, every: int) -> None:
+    def __init__(
+        self, envs: Mapping[str, TradingEnv], run: RunDir, every: int, patience: int = 0
+    ) -> None:
         super().__init__(every)
-        self.env = env
+        self.envs = envs
         self.run = run
+        self.patience = patience
+        self._episode_sharpes: list[float] = []
 
     def _on_step(self) -> bool:
-        if self._due():
-            for key, value in validate(self.model, self.env, self.run).items():
+        for info in self.locals["infos"]:
+            summary = info.get("episode_trading")
+            if summary:
+                self._episode_sharpes.append(summary["sharpe"])
+        if not self._due():
+            return True
+        with warnings.catch_warnings():  # no finite episode Sharpe since the last pass: NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            train_sharpe = float(np.nanmean(self._episode_sharpes or [np.nan]))
+        self._episode_sharpes.clear()
+        entry = validate(self.model, self.envs, self.run, train_sharpe)
+        for key, value in entry.items():
+            if key == "instruments":
+                for name, metrics in value.items():
+                    for metric in ("sharpe", "total_return_pct"):
+                        self.logger.record(f"eval/{name}/{metric}", float(metrics[metric]))
+            elif key not in ("timesteps", "train_episode_sharpe", "generalization_gap"):
                 self.logger.record(f"eval/{key}", float(value))
-        return True
+        self.logger.record("generalization/train_episode_sharpe", train_sharpe)
+        self.logger.record("generalization/validation_sharpe", float(entry["sharpe"]))
+        self.logger.record("generalization/gap", float(entry["generalization_gap"]))
+        return self.patience == 0 or passes_since_best(self.run) < self.patience
 
 
 class AtomicCheckpoint(PeriodicCallback):
-    """Saves `checkpoints/checkpoint_<timesteps>_steps.zip` every `every` timesteps, atomically."""
+    """Saves `checkpoints/checkpoint_<timesteps>_steps.safetensors` every `every` timesteps,
+    atomically: the policy, its optimizer state and the timestep count (what `--resume` reads)."""
 
     def __init__(self, run: RunDir, every: int) -> None:
         super().__init__(every)
@@ -169,7 +200,8 @@ class AtomicCheckpoint(PeriodicCallback):
 
     def _on_step(self) -> bool:
         if self._due():
-            save_model_atomic(self.model, self.run.checkpoint(self.num_timesteps))
+            path = self.run.checkpoint(self.num_timesteps)
+            save_model_atomic(self.model, path, with_optimizer=True)
         return True
 
 

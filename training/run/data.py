@@ -1,29 +1,128 @@
-"""The market data of a run, loaded and split as its config says."""
+"""The market data of a run: its instruments, loaded and split by calendar date as its config says.
+
+A run trains on one or several instruments: `data.path` names CSV files or globs, and every ticker
+of a multi-ticker file takes part unless `data.ticker` picks some. All of them split on one
+calendar (`envs.splits.split_calendar`): the same validation and test dates for every instrument.
+"""
 
 from __future__ import annotations
 
+import glob
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from envs import MarketData, load_market_data
-from envs.splits import Splits, chronological_split
-from training.config import DataConfig, RunConfig
+from envs.market_data import DataError, has_adjusted_close, load_instruments
+from envs.splits import CalendarSplit, Splits, chronological_split, split_calendar
+from training.config import REPO_ROOT, DataConfig, RunConfig
+
+_GLOB_CHARACTERS = "*?["
+
+
+def data_files(data: DataConfig) -> list[Path]:
+    """The CSV files `data.path` names, in order: each glob expanded (sorted), duplicates dropped.
+
+    Relative paths are taken from the repository root. A glob that matches nothing is a
+    `DataError` naming it; a missing plain path is left for the loader to report.
+    """
+    files: list[Path] = []
+    for entry in data.paths:
+        path = Path(entry).expanduser()
+        path = path if path.is_absolute() else REPO_ROOT / path
+        if any(char in entry for char in _GLOB_CHARACTERS):
+            matches = sorted(Path(p) for p in glob.glob(str(path)) if Path(p).is_file())
+            if not matches:
+                raise DataError(f"data.path: {entry} matches no file")
+            files.extend(matches)
+        else:
+            files.append(path)
+    return list(dict.fromkeys(files))
+
+
+def instrument_name(market: MarketData) -> str:
+    """How reports name an instrument: its ticker, or its file's stem when the file has none."""
+    return market.ticker or Path(market.source).stem
+
+
+def load_run_markets(cfg: RunConfig) -> list[MarketData]:
+    """Every instrument of the run, in file order (a multi-ticker file in its tickers' order).
+
+    `data.ticker` None takes every ticker; a name or a list takes those (each must be in some
+    file; files without a ticker column then take no part). With several files, `data.adjust`
+    applies to the files that have an adjusted close and the others are used as they are (one
+    warning names them). At least `env.window + 1` bars per instrument. Raises `DataError` (one
+    line) for unusable data or duplicate names.
+    """
+    files = data_files(cfg.data)
+    wanted = cfg.data.tickers
+    markets: list[MarketData] = []
+    unadjusted: list[str] = []
+    for path in files:
+        adjust = cfg.data.adjust
+        if adjust and len(files) > 1 and not has_adjusted_close(path):
+            adjust = False
+            unadjusted.append(path.name)
+        tickers = wanted if len(files) == 1 else None  # several files: picked below
+        markets.extend(
+            load_instruments(path, tickers=tickers, adjust=adjust, min_rows=cfg.env.window + 1)
+        )
+    if unadjusted:
+        warnings.warn(
+            f"data.adjust: no adjusted close in {', '.join(unadjusted)}; used as they are",
+            stacklevel=2,
+        )
+    if wanted is not None and len(files) > 1:
+        markets = _pick(markets, wanted)
+    _check_names(markets)
+    return markets
+
+
+def _pick(markets: list[MarketData], wanted: Sequence[str]) -> list[MarketData]:
+    """The instruments named in `wanted` (tickers, matched ignoring case), in `wanted`'s order."""
+    by_ticker = {(m.ticker or "").upper(): m for m in markets if m.ticker}
+    missing = [name for name in wanted if name.strip().upper() not in by_ticker]
+    if missing:
+        raise DataError(
+            f"data.ticker: {', '.join(missing)} not found; tickers present: "
+            f"{', '.join(sorted(m.ticker for m in by_ticker.values() if m.ticker))}"
+        )
+    return [by_ticker[name.strip().upper()] for name in wanted]
+
+
+def _check_names(markets: Sequence[MarketData]) -> None:
+    seen: dict[str, str] = {}
+    for market in markets:
+        name = instrument_name(market)
+        if name in seen:
+            raise DataError(
+                f"{market.source}: instrument {name} is also in {seen[name]}; pick one with "
+                "data.ticker or data.path"
+            )
+        seen[name] = market.source
 
 
 def load_run_market(cfg: RunConfig, path: str | Path | None = None) -> MarketData:
-    """The bars of `path` (default: the config's `data.path`) with the run's loader settings.
+    """One instrument with the run's loader settings: of `path`, or the run's first instrument.
 
-    At least one window plus one step of bars is required (`env.window + 1`).
+    With `path`, its ticker is the run's `data.ticker` when that names one ticker (else the file
+    must hold one). At least one window plus one step of bars (`env.window + 1`).
     """
+    if path is None:
+        return load_run_markets(cfg)[0]
+    ticker = cfg.data.ticker if isinstance(cfg.data.ticker, str) else None
     return load_market_data(
-        cfg.data.resolved_path() if path is None else path,
-        ticker=cfg.data.ticker,
-        adjust=cfg.data.adjust,
-        min_rows=cfg.env.window + 1,
+        path, ticker=ticker, adjust=cfg.data.adjust, min_rows=cfg.env.window + 1
     )
 
 
 def split_run_market(market: MarketData, data: DataConfig) -> Splits:
-    """Chronological train / validation / test ranges of `market`, by fraction or by date."""
+    """Chronological train / validation / test ranges of one `market`, by fraction or by date."""
     return chronological_split(
         market,
         validation=data.validation,
@@ -31,3 +130,68 @@ def split_run_market(market: MarketData, data: DataConfig) -> Splits:
         validation_start=data.validation_start,
         test_start=data.test_start,
     )
+
+
+def split_run(markets: Sequence[MarketData], data: DataConfig) -> CalendarSplit:
+    """The run's calendar split of its instruments: the same dates for all (`split_calendar`)."""
+    return split_calendar(
+        markets,
+        validation=data.validation,
+        test=data.test,
+        validation_start=data.validation_start,
+        test_start=data.test_start,
+    )
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run's instruments and their calendar split, with the ranges each phase uses."""
+
+    markets: tuple[MarketData, ...]
+    split: CalendarSplit
+
+    @classmethod
+    def load(cls, cfg: RunConfig) -> RunData:
+        """Load and split the run's instruments."""
+        markets = load_run_markets(cfg)
+        return cls(tuple(markets), split_run(markets, cfg.data))
+
+    def ranges(self, phase: str, min_steps: int, window: int) -> list[tuple[MarketData, range]]:
+        """(market, bars) of every instrument with at least `min_steps` decisions in `phase`.
+
+        `phase` is "train", "validation" or "test". A range's decisions start once a window of
+        history fits (bars before the range serve as history), so an instrument whose range
+        starts with its listing loses its first `window - 1` bars.
+        """
+        found = []
+        for market, splits in zip(self.markets, self.split.splits, strict=True):
+            bars: range = getattr(splits, phase)
+            decisions = bars.stop - 1 - max(bars.start, window - 1)
+            if decisions >= min_steps:
+                found.append((market, bars))
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `splits.json` records: the split dates and each instrument's source and ticker."""
+
+        def date(value: np.datetime64 | None) -> str | None:
+            return None if value is None else str(pd.Timestamp(value))
+
+        return {
+            "validation_start": date(self.split.validation_start),
+            "test_start": date(self.split.test_start),
+            "instruments": [{"source": m.source, "ticker": m.ticker} for m in self.markets],
+        }
+
+    def describe(self) -> str:
+        """One line per phase: its dates and its instruments' bar counts, for the terminal."""
+        lines = []
+        for phase in ("train", "validation", "test"):
+            counts = [
+                (instrument_name(m), len(getattr(s, phase)))
+                for m, s in zip(self.markets, self.split.splits, strict=True)
+            ]
+            used = [f"{name} {n:,}" for name, n in counts if n]
+            total = sum(n for _, n in counts)
+            lines.append(f"  {phase:<10} {total:>7,} bars: {', '.join(used) or 'none'}")
+        return "\n".join(lines)

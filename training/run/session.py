@@ -19,9 +19,10 @@ from stable_baselines3.common.vec_env import VecEnv, VecMonitor
 
 from agent import MultiHeadPolicy
 from envs import BatchedTradingEnv, MarketData
+from envs.core import TradingCore
 from training.config import RunConfig
 from training.run.callbacks import HeadMonitor, TradingMonitor
-from training.run.folder import RunDir
+from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 
 TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, continued on resume
 
@@ -37,18 +38,10 @@ def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
     """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`."""
     ppo = dataclasses.asdict(cfg.ppo)
     ppo.pop("n_envs")
-    policy_kwargs = dict(
-        trunk=dataclasses.asdict(cfg.trunk),
-        flat_direction_index=cfg.env.flat_direction_index,
-        conditional_heads=cfg.policy.conditional_heads,
-        head_hidden=cfg.policy.head_hidden,
-        account_dim=cfg.policy.account_dim,
-        use_bf16=cfg.policy.bf16,
-    )
     return PPO(
         MultiHeadPolicy,
         env,
-        policy_kwargs=policy_kwargs,
+        policy_kwargs=policy_kwargs(cfg),
         seed=cfg.train.seed,
         device=cfg.policy.device,
         tensorboard_log=str(run.tensorboard),
@@ -59,32 +52,27 @@ def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
 
 def fit(
     cfg: RunConfig,
-    market: MarketData,
-    bars: range,
+    ranges: Sequence[tuple[MarketData, range]],
     run: RunDir,
     *,
     callbacks: Sequence[BaseCallback] = (),
     checkpoint: Path | None = None,
 ) -> PPO:
-    """A model trained on the bars `bars` of `market` up to `cfg.train.total_timesteps`.
+    """A model trained on `ranges` ((market, bars) pairs) up to `cfg.train.total_timesteps`.
 
-    `cfg.ppo.n_envs` accounts step together (`BatchedTradingEnv`, seeded with `train.seed`).
-    The model is fresh, or continued from `checkpoint` in the same TensorBoard run. The per-head
+    `cfg.ppo.n_envs` accounts step together (`BatchedTradingEnv`, seeded with `train.seed`) on
+    one core over every range (`TradingCore.stacked`): each episode trades one instrument.
+    The model is fresh, or continued from `checkpoint` (a model file with the optimizer state,
+    `training.run.folder.restore_checkpoint`) in the same TensorBoard run. The per-head
     and trading monitors (`heads/...`, `trading/...`) always log; `callbacks` run after them.
     TensorBoard logs go to `run.tensorboard`; nothing is saved here.
     """
-    env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=bars)
+    env = BatchedTradingEnv(TradingCore.stacked(ranges, cfg.env), n_envs=cfg.ppo.n_envs)
     env.seed(cfg.train.seed)
     monitored = VecMonitor(env)
-    if checkpoint is None:
-        model = build_model(cfg, monitored, run)
-    else:
-        model = PPO.load(
-            checkpoint,
-            env=monitored,
-            device=cfg.policy.device,
-            tensorboard_log=str(run.tensorboard),
-        )
+    model = build_model(cfg, monitored, run)
+    if checkpoint is not None:  # its tensors, optimizer state and timestep count; no code
+        restore_checkpoint(model, checkpoint)
         print(f"resuming from {checkpoint} at {model.num_timesteps:,} timesteps")
     remaining = cfg.train.total_timesteps - model.num_timesteps
     if remaining > 0:

@@ -1,0 +1,349 @@
+"""Learning benchmark: does the agent learn structure that is there, and do no harm where none is?
+
+The yardstick of ../shared/LEARNING.md, in one run:
+
+1. **Synthetic series** (`envs.synthetic`): five seeded generators with a hidden state the
+   benchmark knows (random walk, trend regimes, volatility regimes, mean reversion, crash risk),
+   bars from intrabar paths. Each series has 5,000 bars: the agent trains on the first 3,000
+   with the product's own training path (`training.train.train`: validation on the next 1,000
+   picks the best model), and is tested on the last 1,000, a tail it never saw. On that tail,
+   through the same engine and costs:
+   - the oracle knows the hidden state (an upper bound), and the fair ceiling knows the
+     generator's parameters but infers the state from past bars (HMM forward / Kalman filter),
+     each with its knobs tuned on the training bars (`envs.synthetic.references`);
+   - buy-and-hold is the product's baseline (long 1x from the first open, no stop).
+   Per series: the agent's share of the ceiling's edge,
+   ``(g_agent - g_bh) / (g_ceiling - g_bh)`` with g the log growth over the tail; its turnover
+   a year and fees as % of equity a year; the generalization gap (training episodes' Sharpe
+   minus validation Sharpe) of the chosen model and at the end of training.
+2. **Real data** (`--real`): walk-forward on the bundled universe (`training.walkforward`),
+   every seed, against the baselines; the agent's Sharpe with its deflated Sharpe ratio, the
+   probability that its edge is noise given every configuration tried (`--configs-tried`).
+
+Every figure is a median and a worst case over seeds, with the seeds listed. Targets (issue
+#10): structured series, median share >= 0.6 and worst >= 0.3; random walk, turnover <= 25 a year
+and log growth no more than 5 points (0.05) below buy-and-hold; real data, median Sharpe >=
+buy-and-hold's - 0.3, no seed below buy-and-hold's - 0.6, turnover <= 50 a year, costs <= 3% of
+equity a year.
+
+Usage:
+    python benchmarks/learning.py [--quick] [--config configs/default.yaml] [--set k=v ...]
+        [--seeds 0 1 2 3 4] [--kinds trend_regimes ...] [--timesteps N] [--jobs 2]
+        [--out runs/learning-<time>] [--real] [--folds 3] [--configs-tried N]
+
+`--quick` (a few minutes on 2 cores): 2 seeds, 40k timesteps, a short real walk-forward. Runs
+go to `--out`; the tables are printed and written to `<out>/learning.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+N_TRAIN, N_VALIDATION, N_TAIL = 3000, 1000, 1000  # bars of each synthetic series, in order
+KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "mean_reversion", "crash_risk")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run of the benchmark: a series kind and a seed, under one config."""
+
+    kind: str
+    seed: int
+    config: str
+    overrides: tuple[str, ...]
+    out: str
+
+
+def run_synthetic(job: Job) -> dict[str, Any]:
+    """Train on one generated series and score the agent against the references on its tail."""
+    import numpy as np
+    import torch
+
+    from envs.splits import split_calendar
+    from envs.synthetic import ceiling_actions, generate, oracle_actions, run_actions
+    from training.config import load_config
+    from training.evaluation.validation import read_validation_history
+    from training.run.data import RunData
+    from training.run.folder import RunDir
+    from training.train import train
+
+    torch.set_num_threads(1)
+    series = generate(job.kind, N_TRAIN + N_VALIDATION + N_TAIL, job.seed)
+    n = len(series.market)
+    split = split_calendar([series.market], validation=N_VALIDATION / n, test=N_TAIL / n)
+    overrides = [*job.overrides, f"train.seed={job.seed}", "train.threads=1"]
+    cfg = load_config(job.config, [*overrides, "train.progress_bar=false"])
+    run = RunDir.new(Path(job.out), f"{job.kind}-s{job.seed}")
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        train(cfg, run, resume=False, data=RunData((series.market,), split))
+    seconds = time.perf_counter() - started
+    metrics = json.loads((run.report / "metrics.json").read_text())
+    history = read_validation_history(run)
+    splits = split.splits[0]
+    tail = splits.test
+    references = {}
+    for name, rule in (("oracle", oracle_actions), ("ceiling", ceiling_actions)):
+        actions = rule(series, cfg.env, train=splits.train, start=tail.start)
+        references[name] = run_actions(series, cfg.env, actions, tail).log_growth
+
+    def growth(strategy: str) -> float:
+        return math.log1p(metrics[strategy]["total_return_pct"] / 100.0)
+
+    agent, hold = growth("agent"), growth("buy_and_hold")
+    edge = references["ceiling"] - hold
+    chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
+    return {
+        "kind": job.kind,
+        "seed": job.seed,
+        "run": str(run.root),
+        "seconds": seconds,
+        "growth_agent": agent,
+        "growth_buy_and_hold": hold,
+        "growth_ceiling": references["ceiling"],
+        "growth_oracle": references["oracle"],
+        "share": (agent - hold) / edge if edge > 0 else math.nan,
+        "excess_growth": agent - hold,
+        "sharpe": metrics["agent"]["sharpe"],
+        "turnover_per_year": metrics["agent"]["turnover_per_year"],
+        "fees_pct_per_year": metrics["agent"]["fees_pct_per_year"],
+        "gap_chosen": _finite(chosen.get("generalization_gap")),
+        "gap_last": _finite(history[-1].get("generalization_gap")),
+        "chosen_timesteps": chosen["timesteps"],
+        "average_leverage": float(np.nan_to_num(metrics["agent"]["average_leverage"])),
+    }
+
+
+@dataclass(frozen=True)
+class RealJob:
+    """One walk-forward over the bundled universe with one seed."""
+
+    seed: int
+    folds: int
+    config: str
+    overrides: tuple[str, ...]
+    out: str
+    configs_tried: int
+
+
+def run_real(job: RealJob) -> dict[str, Any]:
+    """Walk forward on the config's instruments with one seed; the combined accounts' figures."""
+    import torch
+
+    from training.config import load_config
+    from training.walkforward import walk_forward
+
+    torch.set_num_threads(1)
+    overrides = [*job.overrides, f"train.seed={job.seed}", "train.threads=1"]
+    cfg = load_config(job.config, [*overrides, "train.progress_bar=false"])
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        run, report = walk_forward(
+            cfg, job.folds, Path(job.out) / f"seed{job.seed}", job.configs_tried
+        )
+    agent, hold = report["aggregate"]["agent"], report["aggregate"]["buy_and_hold"]
+    return {
+        "seed": job.seed,
+        "run": str(run.root),
+        "seconds": time.perf_counter() - started,
+        "sharpe": agent["sharpe"],
+        "sharpe_buy_and_hold": hold["sharpe"],
+        "sharpe_minus_buy_and_hold": agent["sharpe"] - hold["sharpe"],
+        "total_return_pct": agent["total_return_pct"],
+        "total_return_pct_buy_and_hold": hold["total_return_pct"],
+        "max_drawdown_pct": agent["max_drawdown_pct"],
+        "turnover_per_year": agent["turnover_per_year"],
+        "fees_pct_per_year": agent["fees_pct_per_year"],
+        "average_leverage": agent["average_leverage"],
+        "noise_probability": report["edge"]["noise_probability"],
+        "edge_sharpe": report["edge"]["edge_sharpe"],
+        "instruments": {
+            name: {"sharpe": m["agent"]["sharpe"], "buy_and_hold": m["buy_and_hold"]["sharpe"]}
+            for name, m in report["instruments"].items()
+        },
+    }
+
+
+REAL_COLUMNS = (  # (result key, heading, format, worst)
+    ("sharpe", "sharpe", "{:.2f}", "min"),
+    ("sharpe_buy_and_hold", "b&h sharpe", "{:.2f}", "min"),
+    ("sharpe_minus_buy_and_hold", "sharpe - b&h", "{:+.2f}", "min"),
+    ("max_drawdown_pct", "max dd %", "{:.1f}", "max"),
+    ("turnover_per_year", "turnover/yr", "{:.1f}", "max"),
+    ("fees_pct_per_year", "fees %/yr", "{:.2f}", "max"),
+    ("noise_probability", "P(edge is noise)", "{:.2f}", "max"),
+)
+
+
+def real_table(results: Sequence[dict[str, Any]]) -> str:
+    """Median / worst over seeds of the walk-forward's combined-account figures."""
+    headers = ["seeds", *(h for _, h, _, _ in REAL_COLUMNS)]
+    cells = [" ".join(str(r["seed"]) for r in results)]
+    for key, _, fmt, worst in REAL_COLUMNS:
+        median, bad = _median_worst([r[key] for r in results], worst)
+        cells.append(f"{fmt.format(median)} / {fmt.format(bad)}")
+    return _table(headers, [cells])
+
+
+def _finite(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+SYNTHETIC_COLUMNS = (  # (result key, heading, format)
+    ("share", "share of ceiling edge", "{:.2f}"),
+    ("excess_growth", "g_agent - g_bh", "{:+.3f}"),
+    ("turnover_per_year", "turnover/yr", "{:.1f}"),
+    ("fees_pct_per_year", "fees %/yr", "{:.2f}"),
+    ("gap_chosen", "gap (chosen)", "{:+.2f}"),
+    ("gap_last", "gap (end)", "{:+.2f}"),
+)
+
+
+def _median_worst(values: Sequence[float], worst: str) -> tuple[float, float]:
+    finite = [v for v in values if not math.isnan(v)]
+    if not finite:
+        return math.nan, math.nan
+    pick = min if worst == "min" else max
+    return statistics.median(finite), pick(finite)
+
+
+def synthetic_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per kind: median / worst over seeds of each column, and the references' growth."""
+    worst_of = {"turnover_per_year": "max", "fees_pct_per_year": "max", "gap_chosen": "max",
+                "gap_last": "max"}  # fmt: skip
+    headers = ["series", "seeds", *(h for _, h, _ in SYNTHETIC_COLUMNS), "g: agent/bh/ceil/oracle"]
+    rows = []
+    for kind in dict.fromkeys(r["kind"] for r in results):
+        mine = [r for r in results if r["kind"] == kind]
+        cells = [kind, " ".join(str(r["seed"]) for r in mine)]
+        for key, _, fmt in SYNTHETIC_COLUMNS:
+            median, worst = _median_worst([r[key] for r in mine], worst_of.get(key, "min"))
+            cells.append(f"{fmt.format(median)} / {fmt.format(worst)}")
+        growths = [
+            statistics.median(r[k] for r in mine)
+            for k in ("growth_agent", "growth_buy_and_hold", "growth_ceiling", "growth_oracle")
+        ]
+        cells.append(" / ".join(f"{g:.2f}" for g in growths))
+        rows.append(cells)
+    return _table(headers, rows)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = [headers, ["-" * w for w in widths], *rows]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
+                     for line in lines)  # fmt: skip
+
+
+# --- entry point -------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 seeds, 40k timesteps")
+    parser.add_argument("--config", default=str(REPO / "configs" / "default.yaml"))
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="K=V")
+    parser.add_argument("--seeds", type=int, nargs="+", help="default 0-4 (quick: 0 1)")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    parser.add_argument("--timesteps", type=int, help="train.total_timesteps of every run")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at once (one torch thread each)")
+    parser.add_argument("--out", type=Path, help="default runs/learning-<time>")
+    parser.add_argument("--real", action="store_true", help="also walk forward on real data")
+    parser.add_argument("--real-only", action="store_true", help="only the real-data part")
+    parser.add_argument("--real-seeds", type=int, nargs="+", help="default 0 1 2 (quick: 0)")
+    parser.add_argument("--folds", type=int, default=3, help="walk-forward test segments")
+    parser.add_argument(
+        "--configs-tried", type=int, default=1, help="configurations tried so far (for DSR)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2, 3, 4])
+    overrides = list(args.overrides)
+    timesteps = args.timesteps or (40_000 if args.quick else None)
+    if timesteps:
+        overrides.append(f"train.total_timesteps={timesteps}")
+        overrides.append(f"train.eval_every={max(timesteps // 10, 1)}")
+    overrides.append("train.checkpoint_every=0")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = args.out or REPO / "runs" / f"learning-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    kinds = [] if args.real_only else args.kinds
+    jobs = [
+        Job(kind, seed, args.config, tuple(overrides), str(out / "synthetic"))
+        for seed in seeds
+        for kind in kinds
+    ]
+    real_seeds = args.real_seeds or ([0] if args.quick else [0, 1, 2])
+    real_jobs = [
+        RealJob(seed, 2 if args.quick else args.folds, args.config, tuple(overrides),
+                str(out / "real"), args.configs_tried)
+        for seed in real_seeds
+    ] if args.real or args.real_only else []  # fmt: skip
+    print(f"learning benchmark: {len(jobs)} synthetic runs ({', '.join(kinds)}; seeds "
+          f"{' '.join(map(str, seeds))}), {len(real_jobs)} walk-forwards on real data, config "
+          f"{args.config} {' '.join(overrides)}, {args.jobs} at once -> {out}",
+          flush=True)  # fmt: skip
+    started = time.perf_counter()
+    results, real = [], []
+    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+        synthetic = pool.map(run_synthetic, jobs)
+        walks = pool.map(run_real, real_jobs)
+        for result in synthetic:
+            results.append(result)
+            print(f"  {result['kind']:<19} seed {result['seed']}: share {result['share']:+.2f}, "
+                  f"turnover {result['turnover_per_year']:.0f}/yr, "
+                  f"{result['seconds']:.0f} s", flush=True)  # fmt: skip
+        for result in walks:
+            real.append(result)
+            print(f"  real walk-forward    seed {result['seed']}: Sharpe {result['sharpe']:.2f} "
+                  f"(b&h {result['sharpe_buy_and_hold']:.2f}), turnover "
+                  f"{result['turnover_per_year']:.0f}/yr, {result['seconds']:.0f} s",
+                  flush=True)  # fmt: skip
+    elapsed = time.perf_counter() - started
+    if results:
+        print(f"\nsynthetic series, median / worst over seeds ({elapsed:.0f} s in all):")
+        print(synthetic_table(results))
+    if real:
+        print(
+            f"\nreal data, walk-forward on {args.config}'s instruments, combined accounts, "
+            f"median / worst over seeds ({args.configs_tried} configuration(s) tried):"
+        )
+        print(real_table(real))
+    report = {
+        "command": " ".join(sys.argv),
+        "config": args.config,
+        "overrides": overrides,
+        "seeds": seeds,
+        "synthetic": results,
+        "real": real,
+        "configs_tried": args.configs_tried,
+    }
+    (out / "learning.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(f"\nresults: {out / 'learning.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
