@@ -153,6 +153,7 @@ class TradingCore:
         self.params[ex.P_REWARD] = ex.REWARD_CODES[config.reward]
         self.params[ex.P_SHARPE_ETA] = config.sharpe_eta
         self.params[ex.P_DRAWDOWN_PENALTY] = config.drawdown_penalty
+        self.params[ex.P_TURNOVER_PENALTY] = config.turnover_penalty
         self.observation_space = spaces.Dict(
             {
                 "market": spaces.Box(-CLIP, CLIP, (config.window, len(FEATURE_NAMES)), np.float32),

@@ -97,7 +97,8 @@ P_REWARD = 5  # 0 log return, 1 differential Sharpe, 2 drawdown-penalised log re
 P_SHARPE_ETA = 6
 P_DRAWDOWN_PENALTY = 7
 P_EPISODE_LENGTH = 8  # steps after which an episode is truncated
-N_PARAMS = 9
+P_TURNOVER_PENALTY = 9  # reward only: subtracted per unit of traded notional / equity
+N_PARAMS = 10
 
 REWARD_CODES = {"log_return": 0.0, "differential_sharpe": 1.0, "drawdown_penalty": 2.0}
 
@@ -288,7 +289,10 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         if equity <= 0.0:
             out[i, BANKRUPT] = 1.0
         out[i, TERMINATED] = max(out[i, BANKRUPT], out[i, LIQUIDATED])
+        # The shaping cost on churn touches the reward only; equity pays the real costs alone.
+        churn = out[i, TRADED_NOTIONAL] / max(equity_prev, 1e-300)
         out[i, REWARD] = _reward(state, i, equity_prev, peak_prev, params)
+        out[i, REWARD] -= params[P_TURNOVER_PENALTY] * churn
 
         # Episode accumulators.
         ret = equity / equity_prev - 1.0

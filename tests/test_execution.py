@@ -249,3 +249,16 @@ def test_the_costs_column_is_the_total_of_the_four_charges():
         _, _, _, _, info = env.step(action)
         assert info["costs"] == sum(info[name] for name in charges)
     assert info["costs"] > 0
+
+
+def test_the_turnover_penalty_shapes_the_reward_and_leaves_equity_alone():
+    bars = [(100, 101, 99, 100), (100, 102, 99, 101), (102, 104, 101, 103), (103, 105, 102, 104)]
+    plain, shaped = make_env(bars), make_env(bars, turnover_penalty=0.01)
+    _, reward, _, _, info = plain.step(act(LONG, 1, 0))
+    _, shaped_reward, _, _, shaped_info = shaped.step(act(LONG, 1, 0))
+    assert shaped_info["equity"] == info["equity"]  # the real costs only
+    churn = info["traded_notional"] / 1000.0  # traded notional / equity before the step
+    assert shaped_reward == pytest.approx(reward - 0.01 * churn, rel=1e-12)
+    _, held, _, _, _ = plain.step(act(LONG, 1, 0))  # the same action trades nothing
+    _, shaped_held, _, _, _ = shaped.step(act(LONG, 1, 0))
+    assert shaped_held == held

@@ -232,6 +232,7 @@ class TrainConfig:
     checkpoint_every: int = 20_000  # timesteps between checkpoints; 0 disables
     eval_every: int = 20_000  # timesteps between passes over the validation range; 0 disables
     patience: int = 0  # stop after this many validation passes without a new best; 0: never
+    feature_noise: float = 0.0  # std of noise added to training windows' features (augmentation)
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
@@ -253,6 +254,7 @@ class TrainConfig:
                 ("checkpoint_every", self.checkpoint_every >= 0, "an integer >= 0"),
                 ("eval_every", self.eval_every >= 0, "an integer >= 0"),
                 ("patience", self.patience >= 0, "an integer >= 0"),
+                ("feature_noise", self.feature_noise >= 0, "a number >= 0"),
                 ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
                 (
                     "name",

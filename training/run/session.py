@@ -21,6 +21,7 @@ from agent import MultiHeadPolicy
 from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
 from training.config import RunConfig
+from training.run.augment import FeatureNoise
 from training.run.callbacks import HeadMonitor, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 
@@ -69,7 +70,9 @@ def fit(
     """
     env = BatchedTradingEnv(TradingCore.stacked(ranges, cfg.env), n_envs=cfg.ppo.n_envs)
     env.seed(cfg.train.seed)
-    monitored = VecMonitor(env)
+    monitored: VecEnv = VecMonitor(env)
+    if cfg.train.feature_noise > 0:
+        monitored = FeatureNoise(monitored, cfg.train.feature_noise, cfg.train.seed)
     model = build_model(cfg, monitored, run)
     if checkpoint is not None:  # its tensors, optimizer state and timestep count; no code
         restore_checkpoint(model, checkpoint)
