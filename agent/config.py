@@ -31,7 +31,7 @@ class TrunkConfig:
       see `agent.attention.Block.admin_init_`).
 
     `heads_per_layer` is written by head pruning (`agent.pruning`): the number of heads each block
-    still has, so a pruned model rebuilds with the smaller projections when `PPO.load` reads it.
+    still has, so a pruned model's config rebuilds the smaller projections before its tensors load.
 
     The window length and the features per bar are not configured here: the trunk reads them from
     the observation space (`MarketAccountExtractor`), which the env builds from `env.window` and

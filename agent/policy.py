@@ -46,8 +46,8 @@ class PostTrunkArrays:
 class MultiHeadPolicy(ActorCriticPolicy):
     """Shared trunk (`MarketAccountExtractor`) -> `direction`, `leverage`, `risk` heads + value.
 
-    Use it with PPO like any SB3 policy class; all kwargs are plain values, so `PPO.load`
-    rebuilds it from the saved `policy_kwargs`::
+    Use it with PPO like any SB3 policy class; all kwargs are plain values, so a run's config
+    rebuilds it in code (`training.run.folder.build_policy`) before a model file's tensors load::
 
         PPO(MultiHeadPolicy, env, policy_kwargs=dict(
             trunk=dict(d_model=64, n_heads=4, n_layers=2, pooling="last"),

@@ -4,8 +4,8 @@ Masking a head with its gate (``head_gates[l, h] = 0``, Michel et al. 2019) remo
 but still computes it. `prune_trunk` builds a trunk whose blocks have only the kept heads: the
 query/key/value rows and the output-projection columns of the other heads are cut out, so a block
 with k of its n heads runs k heads' worth of matmuls (none at all for k = 0). The head counts go
-into `TrunkConfig.heads_per_layer`, which `MultiHeadPolicy` saves in its `policy_kwargs`, so
-`PPO.load` rebuilds the smaller trunk before it loads the weights.
+into `TrunkConfig.heads_per_layer` (the policy's `trunk_config`); a run config carrying it
+rebuilds the smaller trunk before the weights load.
 
 The pruned trunk computes what the gated one does (the kept heads' gates are carried over): the
 only difference is the order of the floating-point sums in the output projection.
@@ -59,8 +59,9 @@ def prune_policy(policy: MultiHeadPolicy, keep: torch.Tensor) -> MultiHeadPolicy
     """A new `MultiHeadPolicy` whose trunk keeps only the heads where `keep` is True.
 
     Every other weight is copied. The policy is built from its constructor parameters with the
-    pruned `heads_per_layer`, as `PPO.load` will build it, so it has a fresh optimizer (Adam's
-    moments of the removed slices have no meaning left; training resumes with new moments).
+    pruned `heads_per_layer`, as a config with those head counts builds it, so it has a fresh
+    optimizer (Adam's moments of the removed slices have no meaning left; training resumes with
+    new moments).
     """
     trunk = prune_trunk(policy.trunk, keep)
     params = policy._get_constructor_parameters()

@@ -41,7 +41,7 @@ class AttentionTrunk(nn.Module):
     cls token are N(0, 0.02); LayerNorms start at weight 1, bias 0. With ``residual="admin"`` the
     residual scales omega are then profiled on a batch of standard-normal windows (the market
     features are volatility-scaled, so roughly unit scale; `admin_init_` re-profiles on real
-    windows if wanted); `PPO.load` restores the trained omegas from the state dict.
+    windows if wanted); loading a model's tensors restores the trained omegas from the state dict.
 
     Head gates (Michel et al. 2019): the buffer `head_gates` [n_blocks, heads_per_block] holds
     one gate xi per head, all ones by default; block l scales head h's output by

@@ -30,10 +30,11 @@ from pathlib import Path
 import torch
 from machine import cpu_model
 
+from agent import policy_of
 from envs import BatchedTradingEnv, TradingEnv, load_market_data
 from training.config import DEFAULT_CONFIG_PATH, load_config
 from training.evaluation.backtest import record_strategy
-from training.evaluation.baselines import flat
+from training.evaluation.baselines import baseline_env, flat
 from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.rollout import record_episode
 from training.run.folder import RunDir, load_model
@@ -55,19 +56,19 @@ def main() -> None:
     parser.add_argument("--ticker", help="ticker of a multi-ticker CSV")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of the fast path")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of the fast path")
-    parser.add_argument("--model", type=Path, help="a trained run folder or model zip instead")
+    parser.add_argument("--model", type=Path, help="a trained run folder or model file instead")
     args = parser.parse_args()
 
     market = load_market_data(args.data, ticker=args.ticker)
     if args.model:
         loaded = load_model(args.model)
-        cfg, model = loaded.config, loaded.model
+        cfg, policy = loaded.config, loaded.policy
         print(f"model: {loaded.path}")
     else:
         cfg = load_config(DEFAULT_CONFIG_PATH, ["policy.device=cpu"])
         with tempfile.TemporaryDirectory() as folder:
             env = BatchedTradingEnv(market, cfg.env, n_envs=2)
-            model = build_model(cfg, env, RunDir(Path(folder)))
+            policy = policy_of(build_model(cfg, env, RunDir(Path(folder))))
         print("model: untrained, configs/default.yaml")
     env = TradingEnv(market, cfg.env, random_start=False, episode_length=None)
     bars = env.core.end_bar - env.core.first_bar
@@ -79,21 +80,22 @@ def main() -> None:
 
     torch.set_num_threads(1)
     step_seconds, step_record = timed(
-        lambda: record_episode(env, lambda obs: model.predict(obs, deterministic=True)[0])
+        lambda: record_episode(env, lambda obs: policy.predict(obs, deterministic=True)[0])
     )
 
     torch.set_num_threads(args.threads)
-    FastPolicy(model.policy, env.core).record_episode()  # warm-up: numba compiles
+    FastPolicy(policy, env.core).record_episode()  # warm-up: numba compiles
     runs = []
     for _ in range(args.repeats):
-        build_seconds, fast = timed(lambda: FastPolicy(model.policy, env.core))
+        build_seconds, fast = timed(lambda: FastPolicy(policy, env.core))
         loop_seconds, fast_record = timed(fast.record_episode)
         runs.append((build_seconds + loop_seconds, build_seconds, loop_seconds, fast))
     fast_seconds, build_seconds, loop_seconds, fast = sorted(runs, key=lambda run: run[0])[
         len(runs) // 2
     ]
-    via_env_seconds, _ = timed(lambda: record_strategy(env, FastPolicy(model.policy, env.core)))
-    floor_seconds, _ = timed(lambda: record_strategy(env, flat(cfg.env)))
+    via_env_seconds, _ = timed(lambda: record_strategy(env, FastPolicy(policy, env.core)))
+    floor_env = baseline_env(env)  # the same bars; the baselines' levels
+    floor_seconds, _ = timed(lambda: record_strategy(floor_env, flat(floor_env.core.config)))
 
     same = step_record.equals(fast_record)
     assert same, "FastPolicy's record differs from the model.predict loop's"

@@ -60,7 +60,7 @@ from envs.splits import Splits
 from training.attention.pruning import parameter_count
 from training.config import RunConfig, add_config_arguments, load_config
 from training.evaluation.backtest import agent_metrics, strategy_metrics
-from training.evaluation.baselines import buy_and_hold
+from training.evaluation.baselines import baseline_env, buy_and_hold
 from training.run.data import load_run_market, split_run_market
 from training.run.folder import RunDir
 from training.run.session import build_model
@@ -89,7 +89,8 @@ def validation_env(cfg: RunConfig) -> TradingEnv:
 
 def buy_and_hold_row(cfg: RunConfig) -> str:
     """The reference row: buy-and-hold over the validation range."""
-    metrics = strategy_metrics(validation_env(cfg), buy_and_hold(cfg.env))
+    env = baseline_env(validation_env(cfg))
+    metrics = strategy_metrics(env, buy_and_hold(env.core.config))
     numbers = [f"{metrics['sharpe']:.2f}", f"{metrics['total_return_pct']:.1f}",
                f"{metrics['exposure_pct']:.1f}"]  # fmt: skip
     cells = ["buy_and_hold (reference)", "-", "-", "-", *numbers, "-"]

@@ -32,8 +32,7 @@ from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import compute_metrics, trades_from_record
 from training.evaluation.rollout import RECORD_COLUMNS, record_episode
 from training.run.data import split_run_market
-from training.run.folder import load_model
-from training.run.folder import RunDir
+from training.run.folder import RunDir, load_model
 
 REPO = Path(__file__).resolve().parents[1]
 GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"

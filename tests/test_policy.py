@@ -13,6 +13,12 @@ from stable_baselines3 import PPO
 from agent.distribution import MultiHeadDistribution
 from agent.policy import MultiHeadPolicy
 from envs.config import HEAD_NAMES
+from training.run.model_file import (
+    load_optimizer_state,
+    load_policy_tensors,
+    read_model_file,
+    write_model_file,
+)
 
 WINDOW, N_FEATURES, N_ACCOUNT = 8, 3, 8
 TRUNK = dict(d_model=16, n_heads=2, n_layers=1)
@@ -222,7 +228,9 @@ class SignEnv(gym.Env):
         return self._obs, reward, False, self._t >= self.episode_length, {}
 
 
-def test_ppo_learn_save_load(tmp_path):
+def test_ppo_learn_then_a_model_file_rebuilds_the_policy(tmp_path):
+    """After PPO learns, the policy's tensors and Adam state written to a model file load into a
+    policy built in code from the same arguments: same actions, same optimizer state."""
     policy_kwargs = dict(trunk=TRUNK, account_dim=16, head_hidden=16, flat_direction_index=1)
     model = PPO(
         MultiHeadPolicy,
@@ -235,11 +243,21 @@ def test_ppo_learn_save_load(tmp_path):
         device="cpu",
     )
     model.learn(128)
-    model.save(tmp_path / "model.zip")
-    loaded = PPO.load(tmp_path / "model.zip", device="cpu")
+    path = write_model_file(tmp_path / "model.safetensors", model.policy, model.num_timesteps,
+                            with_optimizer=True)  # fmt: skip
+    saved = read_model_file(path)
+    loaded = MultiHeadPolicy(
+        model.observation_space, model.action_space, lambda _: 3e-4, **policy_kwargs
+    )
+    load_policy_tensors(loaded, saved, path)
+    load_optimizer_state(loaded.optimizer, saved, path)
 
-    assert isinstance(loaded.policy, MultiHeadPolicy)
-    assert loaded.policy.action_dist.conditional
+    assert saved.num_timesteps == 128 and loaded.action_dist.conditional
+    ours, theirs = model.policy.optimizer.state_dict(), loaded.optimizer.state_dict()
+    assert ours["state"].keys() == theirs["state"].keys()
+    for index, entries in ours["state"].items():
+        assert entries.keys() == theirs["state"][index].keys()
+        assert all(torch.equal(value, theirs["state"][index][k]) for k, value in entries.items())
     env = SignEnv()
     env.reset(seed=1)
     draws = [env._observe() for _ in range(16)]
@@ -248,7 +266,3 @@ def test_ppo_learn_save_load(tmp_path):
     loaded_actions, _ = loaded.predict(obs, deterministic=True)
     np.testing.assert_array_equal(actions, loaded_actions)
     assert actions.shape == (16, 3)
-
-    model.policy.save(tmp_path / "policy.pth")
-    alone = MultiHeadPolicy.load(tmp_path / "policy.pth", device="cpu")
-    np.testing.assert_array_equal(alone.predict(obs, deterministic=True)[0], actions)

@@ -396,7 +396,8 @@ def test_a_local_ray_sweep_of_two_seeds_writes_ordinary_runs_and_a_summary(tmp_p
     assert "1 config x 2 seeds tried (2 done); best on validation: c00" in stdout
     for seed in (0, 1):
         run = out / "trials" / f"c00-s{seed}"
-        for name in ("config.yaml", "validation.json", "best_model.zip", "final_model.zip"):
+        for name in ("config.yaml", "validation.json", "best_model.safetensors",
+                     "final_model.safetensors"):  # fmt: skip
             assert (run / name).is_file()
         assert (run / "report" / "metrics.json").is_file() and (run / "tb").is_dir()
         saved = yaml.safe_load((run / "config.yaml").read_text())

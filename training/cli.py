@@ -68,7 +68,8 @@ def add_model_and_data_arguments(parser: argparse.ArgumentParser) -> None:
         "--model",
         type=Path,
         required=True,
-        help="run folder (uses best_model.zip, else final_model.zip) or model zip",
+        help="run folder (uses best_model.safetensors, else final_model.safetensors) or a model "
+        "file next to its run's config.yaml",
     )
     parser.add_argument("--data", type=Path, required=True, help="OHLCV CSV")
     parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV")

@@ -1,6 +1,6 @@
 """Export a trained agent's deterministic policy to ONNX, checked against torch on held-out data.
 
-    python -m training.export --model RUN_DIR_or_MODEL_ZIP --out FILE.onnx
+    python -m training.export --model RUN_DIR_or_MODEL_FILE --out FILE.onnx
 
 The graph (`OnnxablePolicy`, as in SB3's "Exporting models") takes ``market`` [batch, window,
 features] and ``account`` [batch, 8] (float32, the env's observation) and returns every head:

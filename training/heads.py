@@ -18,19 +18,20 @@ Michel et al. when every layer has two or more heads, raw otherwise: `--normaliz
 `prune` ranks the heads by that importance (`--rank-by`, default the PPO loss), masks 0%, 10%,
 ..., 90% of them least important first and backtests each on the validation split: `pruning.json`
 and `pruning.png`. It then saves the model with `--share` of the heads physically removed,
-`pruned_model.zip`, with the run's `config.yaml` next to it (trunk.heads_per_layer set), so
-`--model OUT/pruned_model.zip` works here and in `training.backtest`; it checks that the pruned
-model's logits match the gated model's and its actions are identical.
+`pruned_model.safetensors`, with the run's `config.yaml` next to it (trunk.heads_per_layer set),
+so `--model OUT/pruned_model.safetensors` works here and in `training.backtest`; it checks that
+the pruned model's logits match the gated model's and its actions are identical.
 
 `attention` draws, for the bar at `--date` (the last bar on or before it), each head's attention
 weights over the window from the pooled position (`--full`: the whole T x T maps):
 `attention_<date>.png` and `.json`.
 
-`--model` is a run folder (its `best_model.zip`, else `final_model.zip`) or a model zip with its
-run's `config.yaml` next to it; the config gives the env settings and the splits. Outputs go to
+`--model` is a run folder (its `best_model.safetensors`, else `final_model.safetensors`) or a
+model file with its run's `config.yaml` next to it; the config builds the policy (the file holds
+only its tensors) and gives the env settings and the splits. Outputs go to
 `--out` (default `<run_dir>/heads`), each file written atomically. A user mistake (not one of
-our models, data that does not fit it, a bad date or share) prints one line on stderr and
-exits with code 2.
+our model files, such as an SB3 zip; data that does not fit it; a bad date or share) prints one
+line on stderr and exits with code 2.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from agent import policy_of
 from envs import DataError, MarketData, TradingEnv
 from training.attention.importance import (
     TARGETS,
@@ -28,10 +27,11 @@ from training.attention.maps import attention_at, bar_at
 from training.attention.plots import attention_figure, figure_png, importance_figure, pruning_figure
 from training.attention.pruning import heads_to_prune, prune_and_check, pruning_curve, pruning_order
 from training.config import save_config
-from training.evaluation.backtest import check_fits, evaluation_env
+from training.evaluation.backtest import evaluation_env
 from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.data import load_run_market, split_run_market
-from training.run.folder import LoadedModel, save_model_atomic
+from training.run.folder import LoadedModel
+from training.run.model_file import SUFFIX, write_model_file
 
 COMMANDS = ("importance", "prune", "attention")
 SPLITS = ("train", "validation", "test", "all")
@@ -53,29 +53,29 @@ def load_market(loaded: LoadedModel, args: argparse.Namespace) -> MarketData:
 
 
 def split_env(loaded: LoadedModel, market: MarketData, split: str) -> TradingEnv:
-    """An env over one split of `market` (the run's split settings), checked against the model."""
+    """An env over one split of `market` (the run's split settings)."""
     splits = split_run_market(market, loaded.config.data)
     bars = None if split == "all" else getattr(splits, split)
     if bars is not None and len(bars) == 0:
         raise DataError(f"{market.source}: the run's config leaves no {split} bars")
-    env = evaluation_env(market, loaded.config.env, bars)
-    check_fits(loaded.model, env, loaded.path)
-    return env
+    return evaluation_env(market, loaded.config.env, bars)
 
 
 def measure(
     loaded: LoadedModel, env: TradingEnv, args: argparse.Namespace
 ) -> tuple[ImportanceBatch, dict[str, Any]]:
     """Importance of every head on one pass over `env`: the pass, and the scores as JSON data."""
-    model = loaded.model
-    batch = collect_batch(model, env, deterministic=args.deterministic, seed=args.seed)
-    raw = head_importance(
+    ppo = loaded.config.ppo
+    batch = collect_batch(
         loaded.policy,
-        batch,
-        ent_coef=float(model.ent_coef),
-        vf_coef=float(model.vf_coef),
-        normalize_advantage=model.normalize_advantage,
+        env,
+        gamma=ppo.gamma,
+        gae_lambda=ppo.gae_lambda,
+        deterministic=args.deterministic,
+        seed=args.seed,
     )
+    # Advantages standardised (head_importance's default), as PPO does by default in training.
+    raw = head_importance(loaded.policy, batch, ent_coef=ppo.ent_coef, vf_coef=ppo.vf_coef)
     trunk_config = loaded.policy.trunk.config
     mode = resolve_normalization(args.normalize, trunk_config.block_heads)
     shown = normalized(raw, mode)
@@ -149,7 +149,7 @@ def run_importance(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> 
 
 
 def run_prune(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> list[Path]:
-    """`prune`: pruning.json, pruning.png, pruned_model.zip and its config.yaml."""
+    """`prune`: pruning.json, pruning.png, pruned_model.safetensors and its config.yaml."""
     if not 0.0 <= args.share < 1.0:
         raise UsageError(f"--share: expected a fraction in [0, 1), got {args.share}")
     market = load_market(loaded, args)
@@ -158,9 +158,9 @@ def run_prune(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> list[
     curve = pruning_curve(loaded.policy, split_env(loaded, market, "validation"), order)
 
     pruned = order[: heads_to_prune(args.share, len(order))]
-    smaller, summary = prune_and_check(loaded.model, pruned, batch.observations)
-    config = dataclasses.replace(loaded.config, trunk=policy_of(smaller).trunk.config)
-    pruned_path = save_model_atomic(smaller, out / "pruned_model.zip")
+    smaller, summary = prune_and_check(loaded.policy, pruned, batch.observations)
+    config = dataclasses.replace(loaded.config, trunk=smaller.trunk.config)
+    pruned_path = write_model_file(out / f"pruned_model{SUFFIX}", smaller, loaded.num_timesteps)
     summary["path"] = str(pruned_path)
     data = {**result, "ranked_by": args.rank_by, "order": [list(h) for h in order],
             "curve_split": "validation", "curve": curve, "pruned_model": summary}  # fmt: skip

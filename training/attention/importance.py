@@ -30,7 +30,7 @@ Samples come from one of two places:
 
 - `collect_batch`: one pass of the policy through a `TradingEnv` over a data range (used by
   `python -m training.heads`), actions sampled from the policy (seeded) by default, or the
-  deterministic policy's; GAE on that pass with the model's gamma and lambda.
+  deterministic policy's; GAE on that pass with the run's gamma and lambda.
 - `batch_from_rollout`: the rollout PPO has just collected (observations, actions, advantages
   and returns from SB3's rollout buffer), for the TensorBoard logs of
   `training.run.callbacks.HeadImportanceCallback` during training.
@@ -45,10 +45,9 @@ from typing import Literal
 
 import numpy as np
 import torch
-from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer
 
-from agent import MultiHeadDistribution, MultiHeadPolicy, policy_of
+from agent import MultiHeadDistribution, MultiHeadPolicy
 from envs import TradingEnv
 from envs.config import HEAD_NAMES
 
@@ -240,7 +239,13 @@ def one_torch_thread() -> Iterator[None]:
 
 
 def collect_batch(
-    model: PPO, env: TradingEnv, *, deterministic: bool = False, seed: int = 0
+    policy: MultiHeadPolicy,
+    env: TradingEnv,
+    *,
+    gamma: float,
+    gae_lambda: float,
+    deterministic: bool = False,
+    seed: int = 0,
 ) -> ImportanceBatch:
     """One pass of the policy over `env`'s range: every step as a transition, with GAE.
 
@@ -254,7 +259,7 @@ def collect_batch(
         torch.manual_seed(seed)
         obs, info = env.reset(seed=seed)
         while True:
-            action = model.predict(obs, deterministic=deterministic)[0]
+            action = policy.predict(obs, deterministic=deterministic)[0]
             next_obs, reward, terminated, truncated, info = env.step(action)
             step = (obs, next_obs, action, reward, terminated, terminated or truncated)
             for key, value in zip(steps, step, strict=True):
@@ -265,15 +270,15 @@ def collect_batch(
             if terminated:
                 obs, info = env.reset(options={"start_bar": info["bar"]})
     observations, next_observations = _stack(steps["obs"]), _stack(steps["next"])
-    values = _values(policy_of(model), observations)
+    values = _values(policy, observations)
     advantages = gae(
         np.asarray(steps["reward"], dtype=np.float64),
         values,
-        _values(policy_of(model), next_observations),
+        _values(policy, next_observations),
         np.asarray(steps["term"], dtype=np.float64),
         np.asarray(steps["done"], dtype=np.float64),
-        model.gamma,
-        model.gae_lambda,
+        gamma,
+        gae_lambda,
     )
     return ImportanceBatch(observations, np.stack(steps["action"]), advantages, advantages + values)
 

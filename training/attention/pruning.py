@@ -4,21 +4,19 @@ Following Michel et al. (2019), heads are pruned in order of increasing importan
 computed once, over every layer together; `training.attention.importance`). The curve masks the
 first ``round(share * n_heads)`` heads of that order with their gates, for each share in
 `SHARES`, and backtests the deterministic policy over a range (the validation split in
-`python -m training.heads prune`). `pruned_model` then cuts the pruned heads out of the trunk's
-projections (`agent.pruning`), so they cost nothing at inference, and the model saves and loads
-like any other.
+`python -m training.heads prune`). `prune_and_check` then cuts the pruned heads out of the
+trunk's projections (`agent.pruning.prune_policy`), so they cost nothing at inference; the smaller
+policy saves and loads like any other, with `trunk.heads_per_layer` in the config next to it.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
 import torch
-from stable_baselines3 import PPO
 
-from agent import MultiHeadPolicy, policy_of
+from agent import MultiHeadPolicy
 from agent.pruning import prune_policy
 from envs import TradingEnv
 from training.evaluation.backtest import agent_metrics
@@ -84,39 +82,26 @@ def pruning_curve(
     return curve
 
 
-def pruned_model(model: PPO, keep: torch.Tensor) -> PPO:
-    """A copy of `model` whose trunk has only the heads where `keep` is True.
-
-    `model` is left as it was. The copy's `policy_kwargs` carry the new `heads_per_layer`, so
-    ``copy.save(path)`` followed by `PPO.load(path)` rebuilds the smaller trunk.
-    """
-    smaller = copy.copy(model)  # a new algorithm object; only `policy` and its kwargs change
-    policy = prune_policy(policy_of(model), keep)
-    smaller.policy = policy
-    smaller.policy_kwargs = {**model.policy_kwargs, "trunk": policy.trunk_config}
-    return smaller
-
-
 def prune_and_check(
-    model: PPO, pruned: list[tuple[int, int]], observations: dict[str, np.ndarray]
-) -> tuple[PPO, dict[str, object]]:
-    """The `pruned_model` without the heads `pruned`, and how it compares with the gated model.
+    policy: MultiHeadPolicy, pruned: list[tuple[int, int]], observations: dict[str, np.ndarray]
+) -> tuple[MultiHeadPolicy, dict[str, object]]:
+    """A copy of `policy` without the heads `pruned`, and how it compares with the gated policy.
 
-    The comparison runs `model` with those heads' gates at 0 (restored afterwards) against the
-    pruned copy on `observations`: the largest logit difference and whether every
-    deterministic action agrees.
+    `policy` is left as it was; the copy's `trunk_config` carries the new `heads_per_layer`
+    (`agent.pruning.prune_policy`). The comparison runs `policy` with those heads' gates at 0
+    (restored afterwards) against the copy on `observations`: the largest logit difference and
+    whether every deterministic action agrees.
     """
-    policy = policy_of(model)
     trunk = policy.trunk
     keep = keep_mask((trunk.head_gates.shape[0], trunk.head_gates.shape[1]), pruned)
-    smaller = pruned_model(model, keep)
+    smaller = prune_policy(policy, keep)
     original = trunk.head_gates.clone()
     trunk.set_head_gates(original * keep.to(original))
     try:
-        difference, identical = compare_policies(policy, policy_of(smaller), observations)
+        difference, identical = compare_policies(policy, smaller, observations)
     finally:
         trunk.set_head_gates(original)
-    small_trunk = policy_of(smaller).trunk
+    small_trunk = smaller.trunk
     return smaller, {
         "heads_pruned": [list(head) for head in pruned],
         "heads_per_layer": list(small_trunk.config.block_heads),

@@ -1,46 +1,73 @@
-"""Baseline strategies, written as policies so they run through the same `TradingEnv` as the agent.
+"""Baseline strategies, written as policies so they run through the same engine as the agent.
 
-A baseline trades with the same fills, stops, costs and accounting as the agent because it is only
-a different policy: a function ``(obs, bar) -> action`` (`BarPolicy`) that chooses level indices
-for the `direction`, `leverage` and `risk` heads. The env puts a stop on every position, so a
-position of a baseline uses the widest one (the largest `risk` level); when it is hit, the account
-is flat until the next open, where the unchanged long action enters again (as the env's rules
-say), paying the costs of the round trip.
+A baseline trades with the same fills, costs, financing and margin as the agent because it is only
+a different policy, a function ``(obs, bar) -> action`` (`BarPolicy`), stepped through a
+`TradingEnv` over the same market and bars. That env's config (`baseline_config`) differs from
+the agent's only in its levels: one leverage level, 1x, and one risk level, infinite, whose stop
+``entry * (1 - risk / leverage)`` lies at minus infinity for a long: it is never reached. So a
+baseline's position is held until the baseline itself closes it (or margin liquidates it, which at
+1x needs the price to fall to about zero).
 
-* `buy_and_hold`: long at the leverage level nearest 1x from the first open to the last close.
+* `buy_and_hold`: long at 1x from the first open to the last close: one entry, no stop.
 * `flat`: never trades; equity stays at its start.
-* `moving_average_crossover`: long while the fast moving average of the closes is above the slow
-  one (20 and 50 bars by default), flat otherwise and while the slow one lacks history.
+* `moving_average_crossover`: long at 1x while the fast moving average of the closes is above the
+  slow one (20 and 50 bars by default), flat otherwise and while the slow one lacks history.
+
+No baseline carries a stop. Before, `buy_and_hold` held the agent's widest stop and bought again
+after each one; that is a stop rule of its own, not buying and holding, and was dropped.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from envs import TradingEnv
 from envs.config import EnvConfig
-from envs.core import TradingCore
 
 BarPolicy = Callable[[dict[str, np.ndarray], int], np.ndarray]  # (obs, decision bar) -> action [3]
+NO_STOP = math.inf  # the risk level of the baselines: its stop is never reached
 
 
-def long_action(config: EnvConfig) -> np.ndarray:
-    """Action indices [3] of a long position at the leverage nearest 1x with the widest stop."""
-    leverages = np.asarray(config.leverage_levels)
-    return np.array(
-        [
-            config.direction_names.index("long"),
-            int(np.argmin(np.abs(leverages - 1.0))),
-            int(np.argmax(config.risk_levels)),
-        ],
-        dtype=np.int64,
+def baseline_config(config: EnvConfig) -> EnvConfig:
+    """`config` with the baselines' levels: leverage 1x only, risk `NO_STOP` only."""
+    return dataclasses.replace(config, leverage_levels=(1.0,), risk_levels=(NO_STOP,))
+
+
+def baseline_env(env: TradingEnv) -> TradingEnv:
+    """An env over `env`'s market and bars, as one episode, under `baseline_config`."""
+    core = env.core
+    return TradingEnv(
+        core.market,
+        baseline_config(core.config),
+        bars=range(core.first_bar, core.end_bar + 1),
+        random_start=False,
+        episode_length=None,
     )
 
 
+def _check_levels(config: EnvConfig) -> None:
+    """Raise `ValueError` unless `config` has the baselines' levels (`baseline_config`)."""
+    if config.leverage_levels != (1.0,) or config.risk_levels != (NO_STOP,):
+        raise ValueError(
+            "baselines trade under baseline_config(config) (leverage 1x, no stop), got "
+            f"leverage_levels {config.leverage_levels}, risk_levels {config.risk_levels}"
+        )
+
+
+def long_action(config: EnvConfig) -> np.ndarray:
+    """Action indices [3] of a long at 1x without a stop, under a `baseline_config`."""
+    _check_levels(config)
+    return np.array([config.direction_names.index("long"), 0, 0], dtype=np.int64)
+
+
 def flat_action(config: EnvConfig) -> np.ndarray:
-    """Action indices [3] of no position (leverage and risk have no effect when flat)."""
+    """Action indices [3] of no position, under a `baseline_config`."""
+    _check_levels(config)
     return np.array([config.flat_direction_index, 0, 0], dtype=np.int64)
 
 
@@ -51,7 +78,7 @@ def constant(action: np.ndarray) -> BarPolicy:
 
 
 def buy_and_hold(config: EnvConfig) -> BarPolicy:
-    """Long at about 1x from the first open on (see the module doc for stops)."""
+    """Long at 1x from the first open on, never sold (an unchanged action trades nothing)."""
     return constant(long_action(config))
 
 
@@ -84,11 +111,11 @@ def moving_average_crossover(
     return lambda obs, bar: long if is_long[bar] else out
 
 
-def baseline_policies(core: TradingCore) -> dict[str, BarPolicy]:
-    """The baselines for the data and config of `core`, by name."""
-    config = core.config
+def baseline_policies(env: TradingEnv) -> dict[str, BarPolicy]:
+    """The baselines by name, for an env under `baseline_config` (`baseline_env`)."""
+    config = env.core.config
     return {
         "buy_and_hold": buy_and_hold(config),
         "flat": flat(config),
-        "ma_crossover": moving_average_crossover(config, core.ohlc[:, 3]),
+        "ma_crossover": moving_average_crossover(config, env.core.ohlc[:, 3]),
     }

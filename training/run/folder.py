@@ -1,37 +1,113 @@
 """The run folder: where a training run keeps its config, logs, checkpoints, models, reports.
 
 Every file is written atomically (a temporary file in the same folder, then `os.replace`), so a
-run killed at any moment leaves either the old file or the new one, never half of one. Models are
-saved here (`save_model_atomic`) and loaded back with their run's config (`load_model`), from a
-run folder or from a model zip next to (or, in `checkpoints/`, below) its run's `config.yaml`.
+run killed at any moment leaves either the old file or the new one, never half of one.
+
+Models are safetensors files of tensors and plain metadata (`training.run.model_file`): reading
+one runs no code from it. They are saved here (`save_model_atomic`) and loaded back with their
+run's config (`load_model`): the policy is built in code from the run's `config.yaml`
+(`build_policy`, as `training.run.session.build_model` builds it for training), then only its
+tensors are read in. A model is found from a run folder or as a file next to (or, in
+`checkpoints/`, below) its run's config.yaml. `restore_checkpoint` continues a PPO model from a
+checkpoint: weights, optimizer state and timestep count. SB3 zips of earlier versions are found
+only to be refused by name: they hold pickled objects.
+
+A new run needs a folder that holds no run yet (`RunDir.claim`); an existing run is continued
+with `--resume`, never overwritten.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from stable_baselines3 import PPO
+import numpy as np
+import torch
+from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.utils import FloatSchedule
 
 from agent import MultiHeadPolicy, policy_of
-from training.config import RunConfig, load_config
-from training.run.atomic import write_atomic
+from envs import EnvConfig
+from envs.execution import N_ACCOUNT
+from envs.features import CLIP, FEATURE_NAMES
+from training.config import ConfigError, RunConfig, load_config
+from training.run.model_file import (
+    SUFFIX,
+    ModelError,
+    load_optimizer_state,
+    load_policy_tensors,
+    read_model_file,
+    write_model_file,
+)
 
-MODEL_NAMES = ("best_model.zip", "final_model.zip")  # in a run folder, in order of preference
-_CHECKPOINT = re.compile(r"checkpoint_(\d+)_steps\.zip$")
+MODEL_NAMES = ("best_model", "final_model")  # in a run folder, in order of preference
+LEGACY_SUFFIX = ".zip"  # SB3 zips of earlier versions: found, to be refused by name
+_CHECKPOINT = re.compile(r"checkpoint_(\d+)_steps\.(safetensors|zip)$")
+# What a folder holding a training or walk-forward run has (`run_entries`).
+_RUN_ENTRY = re.compile(
+    r"config\.yaml|validation\.json|walkforward\.json|checkpoints|tb|report|fold_\d+"
+    r"|(best|final)_model\.(safetensors|zip)"
+)
 
 
-class ModelError(ValueError):
-    """A path that is not a model saved by `training.train` with its run's config (one line)."""
+def save_model_atomic(model: BaseAlgorithm, path: Path, *, with_optimizer: bool = False) -> Path:
+    """Save `model`'s policy tensors and timestep count as a model file, atomically.
+
+    `with_optimizer` adds the optimizer state: what a checkpoint needs to be resumed.
+    """
+    return write_model_file(
+        path, policy_of(model), model.num_timesteps, with_optimizer=with_optimizer
+    )
 
 
-def save_model_atomic(model: BaseAlgorithm, path: Path) -> Path:
-    """Save an SB3 model zip atomically."""
-    return write_atomic(path, model.save)
+def policy_kwargs(cfg: RunConfig) -> dict[str, Any]:
+    """The `MultiHeadPolicy` arguments a run's config gives (besides the spaces)."""
+    return dict(
+        trunk=dataclasses.asdict(cfg.trunk),
+        flat_direction_index=cfg.env.flat_direction_index,
+        conditional_heads=cfg.policy.conditional_heads,
+        head_hidden=cfg.policy.head_hidden,
+        account_dim=cfg.policy.account_dim,
+        use_bf16=cfg.policy.bf16,
+    )
+
+
+def policy_spaces(env: EnvConfig) -> tuple[spaces.Dict, spaces.MultiDiscrete]:
+    """The observation and action spaces of an env built from `env` (`envs.core.TradingCore`)."""
+    market = spaces.Box(-CLIP, CLIP, (env.window, len(FEATURE_NAMES)), np.float32)
+    account = spaces.Box(-np.inf, np.inf, (N_ACCOUNT,), np.float32)
+    return spaces.Dict({"market": market, "account": account}), spaces.MultiDiscrete(
+        list(env.action_sizes)
+    )
+
+
+def build_policy(cfg: RunConfig) -> MultiHeadPolicy:
+    """The run's policy, built in code from its config, on the CPU, freshly initialised.
+
+    As PPO builds it in `training.run.session.build_model`, from the same `policy_kwargs`; its
+    random init draws leave the global random state alone.
+    """
+    observation_space, action_space = policy_spaces(cfg.env)
+    with torch.random.fork_rng(devices=[]):
+        return MultiHeadPolicy(
+            observation_space,
+            action_space,
+            FloatSchedule(cfg.ppo.learning_rate),
+            **policy_kwargs(cfg),
+        )
+
+
+def run_entries(root: Path) -> list[str]:
+    """Names in `root` that belong to a run (config, models, validation, checkpoints, logs,
+    reports, walk-forward folds), sorted; [] for an empty or missing folder."""
+    if not root.is_dir():
+        return []
+    return sorted(path.name for path in root.iterdir() if _RUN_ENTRY.fullmatch(path.name))
 
 
 @dataclass(frozen=True)
@@ -52,6 +128,19 @@ class RunDir:
         root.mkdir(parents=True)
         return cls(root)
 
+    @classmethod
+    def claim(cls, root: Path, instead: str) -> RunDir:
+        """`root` for a new run, created if missing; a `ConfigError` if it holds a run already.
+
+        The error is one line naming the folder and what it holds, then `instead` (what to do).
+        An existing empty folder, or one holding other files only, is fine.
+        """
+        found = run_entries(root)
+        if found:
+            raise ConfigError(f"{root}: already holds a run ({', '.join(found)}); {instead}")
+        root.mkdir(parents=True, exist_ok=True)
+        return cls(root)
+
     @property
     def config(self) -> Path:
         """The resolved config of the run."""
@@ -64,23 +153,28 @@ class RunDir:
 
     @property
     def checkpoints(self) -> Path:
-        """Periodic checkpoints `checkpoint_<timesteps>_steps.zip`."""
+        """Periodic checkpoints `checkpoint_<timesteps>_steps.safetensors`."""
         return self.root / "checkpoints"
 
     @property
     def best_model(self) -> Path:
         """The model with the best validation Sharpe so far."""
-        return self.root / "best_model.zip"
+        return self.root / f"best_model{SUFFIX}"
 
     @property
     def final_model(self) -> Path:
         """The model at the end of training."""
-        return self.root / "final_model.zip"
+        return self.root / f"final_model{SUFFIX}"
 
     @property
     def validation_history(self) -> Path:
         """Validation metrics of every evaluation, as JSON."""
         return self.root / "validation.json"
+
+    @property
+    def splits(self) -> Path:
+        """The run's instruments and calendar split dates, as JSON (`training.run.data`)."""
+        return self.root / "splits.json"
 
     @property
     def report(self) -> Path:
@@ -89,40 +183,38 @@ class RunDir:
 
     def checkpoint(self, timesteps: int) -> Path:
         """Path of the checkpoint taken at `timesteps`."""
-        return self.checkpoints / f"checkpoint_{timesteps}_steps.zip"
+        return self.checkpoints / f"checkpoint_{timesteps}_steps{SUFFIX}"
 
     def latest_checkpoint(self) -> Path | None:
-        """The checkpoint with the most timesteps, or None."""
+        """The checkpoint with the most timesteps (an earlier version's SB3 zip too), or None."""
         found = [
             (int(m.group(1)), p)
-            for p in self.checkpoints.glob("checkpoint_*_steps.zip")
-            if (m := _CHECKPOINT.search(p.name))
+            for p in self.checkpoints.glob("checkpoint_*_steps.*")
+            if (m := _CHECKPOINT.fullmatch(p.name))
         ]
         return max(found)[1] if found else None
 
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A trained agent with the config of the run that made it."""
+    """A trained agent's policy with the config of the run that made it."""
 
-    model: PPO
+    policy: MultiHeadPolicy  # built from `config`, its tensors loaded; CPU, evaluation mode
     config: RunConfig
-    path: Path  # the model zip
+    path: Path  # the model file
     run_dir: Path  # the folder holding the run's config.yaml
-
-    @property
-    def policy(self) -> MultiHeadPolicy:
-        """The model's policy (checked by `load_model`)."""
-        return policy_of(self.model)
+    num_timesteps: int  # environment steps it was trained for
 
 
 def locate_model(path: Path) -> tuple[Path, Path]:
-    """(model zip, the folder holding its run's config.yaml) for a run folder or a model zip."""
+    """(model file, the folder holding its run's config.yaml) for a run folder or a model file."""
     if path.is_dir():
-        for name in MODEL_NAMES:
-            if (path / name).is_file():
-                return path / name, path
-        raise ModelError(f"{path}: no {' or '.join(MODEL_NAMES)} in this run folder")
+        for suffix in (SUFFIX, LEGACY_SUFFIX):
+            for name in MODEL_NAMES:
+                if (path / f"{name}{suffix}").is_file():
+                    return path / f"{name}{suffix}", path
+        names = " or ".join(f"{name}{SUFFIX}" for name in MODEL_NAMES)
+        raise ModelError(f"{path}: no {names} in this run folder")
     if not path.is_file():
         raise ModelError(f"{path}: no such model file or run folder")
     folders = [path.parent] + ([path.parent.parent] if path.parent.name == "checkpoints" else [])
@@ -130,25 +222,33 @@ def locate_model(path: Path) -> tuple[Path, Path]:
         if RunDir(folder).config.is_file():
             return path, folder
     raise ModelError(
-        f"{path}: no config.yaml next to the model; the env settings (window, levels, costs) "
-        "come from the run's config.yaml: pass the run folder, or copy its config.yaml here"
+        f"{path}: no config.yaml next to the model; the policy and the env settings (window, "
+        "levels, costs) come from the run's config.yaml: pass the run folder, or copy its "
+        "config.yaml here"
     )
 
 
 def load_model(path: Path) -> LoadedModel:
-    """Load a model saved by `training.train` (a run folder or a zip) and its run's config."""
+    """Load a model saved by `training.train` (a run folder or a model file) with its config.
+
+    The policy is built from the config (`build_policy`) and the file's tensors are loaded into
+    it after checking them (`training.run.model_file`); nothing in the file is run. Any file that
+    is not such a model, or does not fit the config, is a `ModelError` naming it.
+    """
     model_path, run_dir = locate_model(path)
+    saved = read_model_file(model_path)  # refuses anything but our format before building
     config = load_config(RunDir(run_dir).config)
-    try:
-        with warnings.catch_warnings():  # SB3 warns in several lines about foreign files
-            warnings.simplefilter("ignore")
-            model = PPO.load(model_path, device="cpu")
-    except Exception as error:  # any unreadable file: the cause, in one line
-        cause = " ".join(str(error).split()) or type(error).__name__
-        raise ModelError(f"{model_path}: not a model saved by training.train ({cause})") from None
-    if not isinstance(model.policy, MultiHeadPolicy):
-        raise ModelError(
-            f"{model_path}: a {type(model.policy).__name__} model, not a multi-head trading agent "
-            "(agent.MultiHeadPolicy) saved by training.train"
-        )
-    return LoadedModel(model, config, model_path, run_dir)
+    policy = build_policy(config)
+    load_policy_tensors(policy, saved, model_path)
+    policy.set_training_mode(False)
+    return LoadedModel(policy, config, model_path, run_dir, saved.num_timesteps)
+
+
+def restore_checkpoint(model: BaseAlgorithm, path: Path) -> None:
+    """Continue `model` (built by `build_model` from the run's config) from a checkpoint file:
+    its policy tensors, its optimizer state and its timestep count."""
+    saved = read_model_file(path)
+    policy = policy_of(model)
+    load_policy_tensors(policy, saved, path)
+    load_optimizer_state(policy.optimizer, saved, path)
+    model.num_timesteps = saved.num_timesteps
