@@ -4,6 +4,11 @@ Five panels over time, sharing the time axis: equity of every strategy; drawdown
 strategy; the agent's `direction` as -1 (short), 0 (flat), +1 (long); the `leverage` and `risk`
 levels it chose while not flat (they have no effect when flat). Row k of a record is bar k's
 close and its action is the one held during bar k, so actions are drawn as steps ending at k.
+
+The leverage panel also draws the exposure the agent held at each close, |notional| / equity
+(the record's `exposure`): an unchanged action trades nothing, so a long chosen at 5x drifts to
+2x as the price rises, and a stop leaves it at 0 while the chosen level stays. The chosen level
+says what was asked for, the held exposure the risk carried.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from matplotlib.figure import Figure
 from envs.config import DIRECTION_SIDES
 
 AGENT = "agent"
+CHOSEN_LEVERAGE = "chosen leverage level"  # labels of the leverage panel's lines
+HELD_EXPOSURE = "held exposure |notional| / equity"
 
 
 def drawdown_pct(equity: pd.Series) -> np.ndarray:
@@ -28,6 +35,13 @@ def drawdown_pct(equity: pd.Series) -> np.ndarray:
 
 def render_report(records: dict[str, pd.DataFrame], title: str) -> bytes:
     """The report as PNG bytes; `records` maps strategy names to records, `"agent"` among them."""
+    buffer = io.BytesIO()
+    report_figure(records, title).savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
+def report_figure(records: dict[str, pd.DataFrame], title: str) -> Figure:
+    """The report's figure (module doc); `records` as for `render_report`."""
     agent = records[AGENT]
     time = pd.to_datetime(agent["timestamp"])
     # A bare `Figure` renders with Agg and leaves pyplot's global state (and any GUI) alone.
@@ -49,13 +63,13 @@ def render_report(records: dict[str, pd.DataFrame], title: str) -> bytes:
     direction_ax.plot(time, side, **steps)
     direction_ax.set_yticks([-1, 0, 1], ["short", "flat", "long"])
     direction_ax.set_ylabel("direction")
-    leverage_ax.plot(time, agent["leverage"].where(in_position), **steps)
+    leverage_ax.plot(time, agent["leverage"].where(in_position), label=CHOSEN_LEVERAGE, **steps)
+    leverage_ax.plot(time, agent["exposure"].abs(), label=HELD_EXPOSURE, linewidth=1.0,
+                     color="tab:orange")  # fmt: skip
     leverage_ax.set_ylabel("leverage (x)")
+    leverage_ax.legend(loc="upper left")
     risk_ax.plot(time, agent["risk"].where(in_position) * 100.0, **steps)
     risk_ax.set_ylabel("risk (%)")
     for ax in axes:
         ax.grid(alpha=0.3)
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
+    return fig
