@@ -22,6 +22,7 @@ import pandas as pd
 
 from agent import MultiHeadPolicy
 from envs import EnvConfig, MarketData
+from envs.core import Accounts
 from envs.market_data import time_labels
 from training.evaluation.backtest import BacktestResult, evaluation_env, with_baselines
 from training.evaluation.fast_inference import FastPolicy
@@ -77,7 +78,8 @@ def trade_through(
              if bars.stop - 1 - max(bars.start, config.window - 1) >= 1]  # fmt: skip
     if not parts:
         return None
-    records, accounts = [], None
+    records: list[pd.DataFrame] = []
+    accounts: Accounts | None = None
     policy, core = None, None
     for k, bars in parts:
         policy = policies[k]
