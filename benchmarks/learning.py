@@ -4,9 +4,10 @@ The yardstick of ../shared/LEARNING.md, in one run:
 
 1. **Synthetic series** (`envs.synthetic`): five seeded generators with a hidden state the
    benchmark knows (random walk, trend regimes, volatility regimes, mean reversion, crash risk),
-   bars from intrabar paths. Each series has 5,000 bars: the agent trains on the first 3,000
+   bars from intrabar paths. Each series has 7,000 bars: the agent trains on the first 3,000
    with the product's own training path (`training.train.train`: validation on the next 1,000
-   picks the best model), and is tested on the last 1,000, a tail it never saw. On that tail,
+   picks the best model), and is tested on the last 3,000, a tail it never saw (long, because a
+   levered rule's log growth over 1,000 bars is too noisy to rank rules by). On that tail,
    through the same engine and costs:
    - the oracle knows the hidden state (an upper bound), and the fair ceiling knows the
      generator's parameters but infers the state from past bars (HMM forward / Kalman filter),
@@ -56,7 +57,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-N_TRAIN, N_VALIDATION, N_TAIL = 3000, 1000, 1000  # bars of each synthetic series, in order
+N_TRAIN, N_VALIDATION, N_TAIL = 3000, 1000, 3000  # bars of each synthetic series, in order
 KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "mean_reversion", "crash_risk")
 
 
