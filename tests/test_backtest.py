@@ -8,8 +8,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from filelock import FileLock
+from conftest import run_module
 from safetensors.torch import save as safetensors_bytes
 from stable_baselines3 import PPO
 
@@ -38,35 +36,6 @@ REPO = Path(__file__).resolve().parents[1]
 GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"
 STRATEGIES = {"agent", "buy_and_hold", "flat", "ma_crossover"}
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def cli(module: str, *args: str) -> subprocess.CompletedProcess:
-    """Run `python -m <module> args` from the repo root (torch on one thread)."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=ONE_THREAD,
-    )
-
-
-@pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory) -> Path:
-    """A run folder trained with configs/smoke.yaml (window 16) on the bundled GOOGL file.
-
-    Trained once per test session, also under pytest-xdist: the workers share one folder and
-    the first one to take the lock trains (filelock comes with torch).
-    """
-    base = tmp_path_factory.getbasetemp()  # under xdist, one per worker inside the session's
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    run = shared / "backtest-smoke-run"
-    with FileLock(shared / "backtest-smoke-run.lock"):
-        if not (run / "final_model.safetensors").is_file():
-            result = cli("training.train", "--config", "configs/smoke.yaml", "--run-dir", str(run))
-            assert result.returncode == 0, result.stderr
-    return run
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -314,7 +283,7 @@ FILES = [  # (file, options, default output folder name)
 def test_cli_writes_the_report_for_each_file(smoke_run, data, extra, name):
     if not data.is_file():
         pytest.skip(f"{data} is not here")
-    result = cli("training.backtest", "--model", str(smoke_run), "--data", str(data), *extra)
+    result = run_module("training.backtest", "--model", str(smoke_run), "--data", str(data), *extra)
     assert result.returncode == 0, result.stderr
     out = smoke_run / "backtest" / name
     assert f"report: {out}" in result.stdout
@@ -473,7 +442,7 @@ def test_data_that_does_not_fit_exits_2(smoke_run, tmp_path, capsys):
 
 def test_cli_subprocess_exit_code_and_no_traceback(smoke_run, model_folder):
     model = _sb3_mlp_model(model_folder)
-    result = cli("training.backtest", "--model", str(model), "--data", str(GOOGL))
+    result = run_module("training.backtest", "--model", str(model), "--data", str(GOOGL))
     assert_one_line_error(result.returncode, result.stderr, PICKLED)
 
 

@@ -5,14 +5,10 @@ The dates a user types are free text, and pandas reads some odd text as a date
 text, or ``--start`` could point the report anywhere.
 """
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 
 from training.backtest import default_out, main, parse_args
 from training.evaluation.backtest import BacktestError
@@ -20,27 +16,6 @@ from training.evaluation.backtest import BacktestError
 REPO = Path(__file__).resolve().parents[1]
 GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"
 STEM = "gymanytrading_GOOGL_daily"
-
-
-@pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory) -> Path:
-    """The run folder trained with configs/smoke.yaml on the bundled GOOGL file.
-
-    The same folder and lock as tests/test_backtest.py's fixture, so one session trains once.
-    """
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    run = shared / "backtest-smoke-run"
-    with FileLock(shared / "backtest-smoke-run.lock"):
-        if not any(run.glob("final_model.*")):
-            result = subprocess.run(
-                [sys.executable, "-m", "training.train", "--config", "configs/smoke.yaml",
-                 "--run-dir", str(run)],
-                cwd=REPO, capture_output=True, text=True, timeout=300,
-                env={**os.environ, "OMP_NUM_THREADS": "1"},
-            )  # fmt: skip
-            assert result.returncode == 0, result.stderr
-    return run
 
 
 def out_for(*extra: str, data: str = "data/gymanytrading_GOOGL_daily.csv") -> Path:

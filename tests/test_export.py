@@ -74,21 +74,6 @@ def export_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("smoke") / "run"
-    train = ["training.train", "--config", "configs/smoke.yaml", "--run-dir", str(run)]
-    result = subprocess.run(
-        [sys.executable, "-m", *train],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
-    return run
-
-
-@pytest.fixture(scope="module")
 def smoke(smoke_run):
     """(policy, run config, held-out observations (market, account)) of the smoke run."""
     policy, cfg = load_run(smoke_run)

@@ -51,19 +51,6 @@ def test_one_account_trades_through_the_segments_as_through_one_range(smoke_run)
     assert through.metrics["buy_and_hold"]["trades"] == 1  # bought once, held, over the span
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("wf-smoke") / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "training.train", "--config", "configs/smoke.yaml",
-         "--run-dir", str(run)],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return run
-
-
 def test_cli_walks_forward_two_folds_on_several_instruments(tmp_path):
     out = tmp_path / "wf"
     data = ["data/gymanytrading_GOOGL_daily.csv", "data/wiki_AAPL_FB_GOOG_IBM_MSFT_daily.csv"]
