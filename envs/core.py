@@ -29,6 +29,21 @@ def make_config(config: EnvConfig | None = None, **overrides: Any) -> EnvConfig:
     return replace(config or EnvConfig(), **overrides)
 
 
+def env_spaces(config: EnvConfig) -> tuple[spaces.Dict, spaces.MultiDiscrete]:
+    """The observation and action spaces of every environment built from `config`.
+
+    ``Dict(market=Box(window, features), account=Box(N_ACCOUNT))`` and
+    ``MultiDiscrete([n_direction, n_leverage, n_risk])``: what a policy for it is built for.
+    """
+    observation = spaces.Dict(
+        {
+            "market": spaces.Box(-CLIP, CLIP, (config.window, len(FEATURE_NAMES)), np.float32),
+            "account": spaces.Box(-np.inf, np.inf, (ex.N_ACCOUNT,), np.float32),
+        }
+    )
+    return observation, spaces.MultiDiscrete(list(config.action_sizes))
+
+
 DataSource: TypeAlias = str | Path | pd.DataFrame | MarketData  # what the envs accept as data
 
 
@@ -154,13 +169,7 @@ class TradingCore:
         self.params[ex.P_SHARPE_ETA] = config.sharpe_eta
         self.params[ex.P_DRAWDOWN_PENALTY] = config.drawdown_penalty
         self.params[ex.P_TURNOVER_PENALTY] = config.turnover_penalty
-        self.observation_space = spaces.Dict(
-            {
-                "market": spaces.Box(-CLIP, CLIP, (config.window, len(FEATURE_NAMES)), np.float32),
-                "account": spaces.Box(-np.inf, np.inf, (ex.N_ACCOUNT,), np.float32),
-            }
-        )
-        self.action_space = spaces.MultiDiscrete(list(config.action_sizes))
+        self.observation_space, self.action_space = env_spaces(config)
         whole = self.end_bars - self.first_bars  # [K] steps from a range's first bar to its end
         length = config.episode_length
         # Steps in one episode: the configured length, or a whole range when it is None; a range

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from envs import TradingEnv
+from envs.core import env_spaces
 from training.backtest import main as backtest_main
 from training.config import load_config, resolve_config, save_config
 from training.export import main as export_main
@@ -30,7 +31,6 @@ from training.run.folder import (
     build_policy,
     load_model,
     locate_model,
-    policy_spaces,
 )
 from training.run.model_file import ModelError, policy_tensors, read_model_file, write_model_file
 from training.train import main as train_main
@@ -158,12 +158,12 @@ def test_a_crafted_model_file_is_refused_and_never_runs(tmp_path, capsys, kind, 
 # --- writing and reading ----------------------------------------------------------------------
 
 
-def test_policy_spaces_are_the_env_spaces():
+def test_env_spaces_are_those_of_the_env():
     cfg = resolve_config(SMOKE)
     for long_only in (False, True):
         cfg.env.long_only = long_only
         env = TradingEnv(GOOGL, cfg.env)
-        assert policy_spaces(cfg.env) == (env.observation_space, env.action_space)
+        assert env_spaces(cfg.env) == (env.observation_space, env.action_space)
 
 
 def trained_looking_run(folder: Path, overrides: tuple[str, ...] = ()) -> Path:

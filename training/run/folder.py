@@ -25,16 +25,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.utils import FloatSchedule
 
 from agent import MultiHeadPolicy, policy_of
-from envs import EnvConfig
-from envs.execution import N_ACCOUNT
-from envs.features import CLIP, FEATURE_NAMES
+from envs.core import env_spaces
 from training.config import ConfigError, RunConfig, load_config
 from training.run.model_file import (
     SUFFIX,
@@ -77,22 +73,13 @@ def policy_kwargs(cfg: RunConfig) -> dict[str, Any]:
     )
 
 
-def policy_spaces(env: EnvConfig) -> tuple[spaces.Dict, spaces.MultiDiscrete]:
-    """The observation and action spaces of an env built from `env` (`envs.core.TradingCore`)."""
-    market = spaces.Box(-CLIP, CLIP, (env.window, len(FEATURE_NAMES)), np.float32)
-    account = spaces.Box(-np.inf, np.inf, (N_ACCOUNT,), np.float32)
-    return spaces.Dict({"market": market, "account": account}), spaces.MultiDiscrete(
-        list(env.action_sizes)
-    )
-
-
 def build_policy(cfg: RunConfig) -> MultiHeadPolicy:
     """The run's policy, built in code from its config, on the CPU, freshly initialised.
 
     As PPO builds it in `training.run.session.build_model`, from the same `policy_kwargs`; its
     random init draws leave the global random state alone.
     """
-    observation_space, action_space = policy_spaces(cfg.env)
+    observation_space, action_space = env_spaces(cfg.env)
     with torch.random.fork_rng(devices=[]):
         return MultiHeadPolicy(
             observation_space,
