@@ -51,7 +51,7 @@ from envs.market_data import time_labels
 from training.cli import reports_user_errors
 from training.config import RunConfig
 from training.run.atomic import write_atomic
-from training.run.data import load_run_market, split_run_market
+from training.run.data import RunData
 
 FORMAT = "multihead-trading-policy"  # metadata `format`: what the file holds
 FORMAT_VERSION = 1  # bump when inputs, outputs or metadata change meaning
@@ -98,6 +98,7 @@ def onnx_metadata(env: EnvConfig, adjust: bool) -> dict[str, str]:
         "window": env.window,
         "feature_names": list(FEATURE_NAMES),
         "volume_window": env.volume_window,  # `compute_features(market, norm_window=...)`
+        "bars_per_year": env.bars_per_year,  # `compute_features`'s; null: the data's own
         "account_features": list(ACCOUNT_FEATURES),
         "adjust": adjust,  # `load_market_data(..., adjust=...)`, as the run loaded its bars
     }
@@ -253,10 +254,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     policy, cfg = load_run(args.model)
     model = export_policy(policy, cfg.env, adjust=cfg.data.adjust)
-    market = load_run_market(cfg)
-    splits = split_run_market(market, cfg.data)
-    held_out = (("test", splits.test), ("validation", splits.validation), ("train", splits.train))
-    name, bars = next((n, b) for n, b in held_out if len(b) > 1)  # train always has steps
+    data = RunData.load(cfg)  # parity on the run's held-out bars, of its first such instrument
+    window = cfg.env.window
+    name, (market, bars) = next(
+        (phase, found[0])
+        for phase in ("test", "validation", "train")
+        if (found := data.ranges(phase, 1, window))
+    )
     parity = check_parity(model, policy, *heldout_observations(policy, market, cfg.env, bars))
     first, last = time_labels(market.timestamps[[bars.start, bars.stop - 1]], market.daily)
     where = f"parity on the {name} split of {Path(market.source).name} ({first} .. {last})"
