@@ -110,6 +110,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
 
     agent, hold = growth("agent"), growth("buy_and_hold")
     edge = references["ceiling"] - hold
+    by_state = held_by_state(run.report / "equity.csv", series.state, tail)
     chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
     return {
         "kind": job.kind,
@@ -129,7 +130,35 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "gap_last": _finite(history[-1].get("generalization_gap")),
         "chosen_timesteps": chosen["timesteps"],
         "average_leverage": float(np.nan_to_num(metrics["agent"]["average_leverage"])),
+        **by_state,
     }
+
+
+def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]:
+    """The agent's mean |exposure| and chosen leverage on the tail's bars of each regime.
+
+    Row k >= 1 of the record is bar ``tail.start + k``: the action held during it (chosen on
+    the bar before) and the exposure at its close, under the regime ``state[tail.start + k]``.
+    For the regime series only (an integer state): on volatility regimes this shows whether the
+    leverage head sizes to the volatility it sees.
+    """
+    import numpy as np
+    import pandas as pd
+
+    if not np.issubdtype(np.asarray(state).dtype, np.integer):
+        return {}
+    record = pd.read_csv(equity_csv).iloc[1:]
+    regime = np.asarray(state)[tail.start + 1 : tail.start + 1 + len(record)]  # [n]
+    exposure = record["exposure"].abs().to_numpy()  # [n]
+    chosen = record["leverage"].to_numpy()  # [n]
+    in_position = (record["direction"] != "flat").to_numpy()  # [n]
+    found = {}
+    for k in np.unique(regime):
+        mask = regime == k
+        held = mask & in_position
+        found[f"exposure_state{k}"] = float(exposure[mask].mean())
+        found[f"leverage_state{k}"] = float(chosen[held].mean()) if held.any() else math.nan
+    return found
 
 
 @dataclass(frozen=True)
@@ -225,6 +254,19 @@ def _median_worst(values: Sequence[float], worst: str) -> tuple[float, float]:
         return math.nan, math.nan
     pick = min if worst == "min" else max
     return statistics.median(finite), pick(finite)
+
+
+def exposure_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per regime series: the agent's mean held exposure and chosen leverage in each state."""
+    rows = []
+    for r in results:
+        if "exposure_state0" in r:
+            cells = [r["kind"], str(r["seed"])]
+            for k in (0, 1):
+                cells.append(f"{r[f'exposure_state{k}']:.2f} / {r[f'leverage_state{k}']:.2f}")
+            rows.append(cells)
+    headers = ["series", "seed", "state 0: exposure / leverage", "state 1: exposure / leverage"]
+    return _table(headers, rows)
 
 
 def synthetic_table(results: Sequence[dict[str, Any]]) -> str:
@@ -326,6 +368,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if results:
         print(f"\nsynthetic series, median / worst over seeds ({elapsed:.0f} s in all):")
         print(synthetic_table(results))
+        print(
+            "\nheld exposure and chosen leverage by hidden state (trend: 0 down, 1 up; "
+            "volatility: 0 calm, 1 turbulent; crash: 0 calm, 1 fragile):"
+        )
+        print(exposure_table(results))
     if real:
         print(
             f"\nreal data, walk-forward on {args.config}'s instruments, combined accounts, "
