@@ -34,6 +34,7 @@ class EnvConfig:
     sharpe_eta: float = 0.01  # differential Sharpe: adaptation rate of its moving moments
     drawdown_penalty: float = 1.0  # drawdown_penalty: weight on each increase of the drawdown
     turnover_penalty: float = 0.0  # reward only, any kind: minus this x traded notional / equity
+    resize_band: float = 0.0  # a new leverage resizes only if held exposure is off by > band x it
     volume_window: int = 64  # past bars used to normalise volume and volatility (causal)
 
     def __post_init__(self) -> None:
@@ -85,6 +86,7 @@ class EnvConfig:
             ("sharpe_eta", 0 < self.sharpe_eta < 1, "a number in (0, 1)"),
             ("drawdown_penalty", self.drawdown_penalty >= 0, "a number >= 0"),
             ("turnover_penalty", self.turnover_penalty >= 0, "a number >= 0"),
+            ("resize_band", 0 <= self.resize_band < 1, "a number in [0, 1)"),
             ("volume_window", self.volume_window >= 2, "an integer >= 2"),
         ]
         for key, ok, expected in checks:

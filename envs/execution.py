@@ -10,8 +10,11 @@ Timeline of one step, for an order decided on bar t (the agent has seen bar t's 
    `leverage` while not flat, the position is traded to the target
    ``side * leverage * equity_at_open / open`` units at the open, moved by slippage against the
    trader, plus commission on the traded notional. The entry price becomes that fill and the stop
-   is placed at ``entry * (1 - side * risk / leverage)``. A change of `risk` alone moves the stop
-   (from the same entry) without trading. An unchanged action trades nothing and pays nothing.
+   is placed at ``entry * (1 - side * risk / leverage)``. A new `leverage` on the held side does
+   not trade when the exposure the position has drifted to at the open is within
+   ``resize_band * leverage`` of it (a no-trade region against churn; 0, the default, always
+   resizes). A change of `risk` alone (or with a leverage inside the band) moves the stop from the
+   same entry without trading. An unchanged action trades nothing and pays nothing.
 2. Inside bar t+1. A held position is closed at its stop, or liquidated when equity would fall below
    ``maintenance_margin * notional``: whichever level the price reaches first moving against the
    position from the open. If the open already gapped through it, the fill is the open.
@@ -98,7 +101,8 @@ P_SHARPE_ETA = 6
 P_DRAWDOWN_PENALTY = 7
 P_EPISODE_LENGTH = 8  # steps after which an episode is truncated
 P_TURNOVER_PENALTY = 9  # reward only: subtracted per unit of traded notional / equity
-N_PARAMS = 10
+P_RESIZE_BAND = 10  # a new leverage on the held side trades only outside this relative band
+N_PARAMS = 11
 
 REWARD_CODES = {"log_return": 0.0, "differential_sharpe": 1.0, "drawdown_penalty": 2.0}
 
@@ -227,7 +231,15 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
 
         # 1. The agent's order at the open.
         held_side = state[i, SIDE]
-        if side != held_side or (side != 0.0 and leverage != state[i, LEVERAGE]):
+        trade = side != held_side
+        if not trade and side != 0.0 and leverage != state[i, LEVERAGE]:
+            # A new leverage on the held side resizes, unless the exposure the position has
+            # drifted to is within the resize band of the new level (no-trade region).
+            band = params[P_RESIZE_BAND]
+            equity_now = state[i, CASH] + state[i, QTY] * open_
+            held = state[i, QTY] * open_ / equity_now if equity_now > 0.0 else 0.0
+            trade = band <= 0.0 or abs(side * leverage - held) > band * leverage
+        if trade:
             equity_open = state[i, CASH] + state[i, QTY] * open_
             target = side * leverage * max(equity_open, 0.0) / open_
             units = target - state[i, QTY]

@@ -3,6 +3,7 @@
 import itertools
 
 import numpy as np
+import pytest
 from test_execution import make_env  # an env over hand-written bars
 
 from envs import execution as ex
@@ -14,7 +15,7 @@ LEVERAGES = (1.0, 2.0, 5.0)
 RISKS = (0.02, 0.1)
 
 
-def core_ending_flat():
+def core_ending_flat(resize_band: float = 0.0):
     """Six moving bars, then three bars that open, trade and close at PRICE: a held position's
     stop is never reached there, and an order at the next open fills at the last close."""
     moving = [
@@ -26,7 +27,8 @@ def core_ending_flat():
         (101.0, 101.0, 99.0, 99.0),
     ]
     env = make_env(moving + [(PRICE,) * 4] * 3, slippage_bps=0.0, financing_rate_annual=0.0,
-                   borrow_fee_annual=0.0, leverage_levels=LEVERAGES, risk_levels=RISKS)  # fmt: skip
+                   borrow_fee_annual=0.0, leverage_levels=LEVERAGES, risk_levels=RISKS,
+                   resize_band=resize_band)  # fmt: skip
     return env.core
 
 
@@ -40,8 +42,10 @@ def account_holding(core, action) -> Accounts:
     return accounts
 
 
-def test_each_described_order_is_what_the_kernel_does_at_the_next_open():
-    core = core_ending_flat()
+@pytest.mark.parametrize("resize_band", [0.0, 0.5])
+def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_band):
+    """With a band of 0.5, a position at 1x asked to go to 2x (|2 - 1| <= 0.5 x 2) stays."""
+    core = core_ending_flat(resize_band)
     sizes = core.config.action_sizes  # (short, flat, long), 3 leverages, 2 risks
     every_action = list(itertools.product(*(range(n) for n in sizes)))
     flat = (core.config.flat_direction_index, 0, 0)

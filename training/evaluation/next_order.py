@@ -136,14 +136,20 @@ def describe_order(
     """What `action` does at the next open from `held`, by the rules of `envs.execution`.
 
     A new direction, or a new leverage while in a position, trades to ``side * leverage *
-    equity`` at the open (estimated here at the last close); a new risk alone moves the stop
-    from the same entry; anything else places no order.
+    equity`` at the open (estimated here at the last close), unless the new leverage is within
+    `env.resize_band` of the exposure the position has drifted to; a new risk alone moves the
+    stop from the same entry; anything else places no order.
     """
     names, sides = core.config.direction_names, core.config.direction_sides
     side = sides[names.index(action["direction"])]
     held_side = sides[names.index(held.direction)]
     leverage, risk = action["leverage"], action["risk"]
-    if side != held_side or (side != 0 and leverage != held.leverage):
+    resize = side != 0 and side == held_side and leverage != held.leverage
+    band = core.config.resize_band
+    if resize and band > 0:
+        drifted = held.units * close / held.equity if held.equity > 0 else 0.0
+        resize = abs(side * leverage - drifted) > band * leverage
+    if side != held_side or resize:
         if side == 0:
             return f"close the {held.direction} position ({abs(held.units):,.6g} units) at the open"
         verb = "open" if held_side == 0 else "resize to" if side == held_side else "reverse to"
