@@ -74,7 +74,6 @@ class Job:
 
 def run_synthetic(job: Job) -> dict[str, Any]:
     """Train on one generated series and score the agent against the references on its tail."""
-    import numpy as np
     import torch
 
     from envs.splits import split_calendar
@@ -123,13 +122,13 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "growth_oracle": references["oracle"],
         "share": (agent - hold) / edge if edge > 0 else math.nan,
         "excess_growth": agent - hold,
-        "sharpe": metrics["agent"]["sharpe"],
-        "turnover_per_year": metrics["agent"]["turnover_per_year"],
-        "fees_pct_per_year": metrics["agent"]["fees_pct_per_year"],
+        "sharpe": _finite(metrics["agent"]["sharpe"]),
+        "turnover_per_year": _finite(metrics["agent"]["turnover_per_year"]),
+        "fees_pct_per_year": _finite(metrics["agent"]["fees_pct_per_year"]),
         "gap_chosen": _finite(chosen.get("generalization_gap")),
         "gap_last": _finite(history[-1].get("generalization_gap")),
         "chosen_timesteps": chosen["timesteps"],
-        "average_leverage": float(np.nan_to_num(metrics["agent"]["average_leverage"])),
+        "average_leverage": _finite(metrics["agent"]["average_leverage"]),
         **by_state,
     }
 
@@ -193,19 +192,22 @@ def run_real(job: RealJob) -> dict[str, Any]:
         "seed": job.seed,
         "run": str(run.root),
         "seconds": time.perf_counter() - started,
-        "sharpe": agent["sharpe"],
-        "sharpe_buy_and_hold": hold["sharpe"],
-        "sharpe_minus_buy_and_hold": agent["sharpe"] - hold["sharpe"],
+        "sharpe": _finite(agent["sharpe"]),
+        "sharpe_buy_and_hold": _finite(hold["sharpe"]),
+        "sharpe_minus_buy_and_hold": _finite(agent["sharpe"]) - _finite(hold["sharpe"]),
         "total_return_pct": agent["total_return_pct"],
         "total_return_pct_buy_and_hold": hold["total_return_pct"],
-        "max_drawdown_pct": agent["max_drawdown_pct"],
-        "turnover_per_year": agent["turnover_per_year"],
-        "fees_pct_per_year": agent["fees_pct_per_year"],
-        "average_leverage": agent["average_leverage"],
-        "noise_probability": report["edge"]["noise_probability"],
-        "edge_sharpe": report["edge"]["edge_sharpe"],
+        "max_drawdown_pct": _finite(agent["max_drawdown_pct"]),
+        "turnover_per_year": _finite(agent["turnover_per_year"]),
+        "fees_pct_per_year": _finite(agent["fees_pct_per_year"]),
+        "average_leverage": _finite(agent["average_leverage"]),
+        "noise_probability": _finite(report["edge"]["noise_probability"]),
+        "edge_sharpe": _finite(report["edge"]["edge_sharpe"]),
         "instruments": {
-            name: {"sharpe": m["agent"]["sharpe"], "buy_and_hold": m["buy_and_hold"]["sharpe"]}
+            name: {
+                "sharpe": _finite(m["agent"]["sharpe"]),
+                "buy_and_hold": _finite(m["buy_and_hold"]["sharpe"]),
+            }
             for name, m in report["instruments"].items()
         },
     }
@@ -233,6 +235,7 @@ def real_table(results: Sequence[dict[str, Any]]) -> str:
 
 
 def _finite(value: float | None) -> float:
+    """A metric read back from JSON, where NaN is written as null."""
     return math.nan if value is None else float(value)
 
 
