@@ -161,6 +161,7 @@ class PPOConfig:
     vf_coef: float = 0.5  # weight of the value loss
     max_grad_norm: float = 0.5  # clip on the global gradient norm
     target_kl: float | None = None  # stop an update's epochs early past this KL; None: never
+    normalize_reward: bool = False  # scale rewards by a running std of returns (SB3 VecNormalize)
 
     def __post_init__(self) -> None:
         self.validate()

@@ -15,7 +15,7 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.utils import set_random_seed
-from stable_baselines3.common.vec_env import VecEnv, VecMonitor
+from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
 from agent import MultiHeadPolicy
 from envs import BatchedTradingEnv, MarketData
@@ -39,6 +39,7 @@ def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
     """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`."""
     ppo = dataclasses.asdict(cfg.ppo)
     ppo.pop("n_envs")
+    ppo.pop("normalize_reward")  # a wrapper of the env (`fit`), not a PPO argument
     return PPO(
         MultiHeadPolicy,
         env,
@@ -73,6 +74,8 @@ def fit(
     monitored: VecEnv = VecMonitor(env)
     if cfg.train.feature_noise > 0:
         monitored = FeatureNoise(monitored, cfg.train.feature_noise, cfg.train.seed)
+    if cfg.ppo.normalize_reward:  # rewards only: observations are volatility-scaled already
+        monitored = VecNormalize(monitored, norm_obs=False, gamma=cfg.ppo.gamma)
     model = build_model(cfg, monitored, run)
     if checkpoint is not None:  # its tensors, optimizer state and timestep count; no code
         restore_checkpoint(model, checkpoint)
