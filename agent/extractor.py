@@ -13,10 +13,6 @@ from agent.attention import init_linear
 from agent.config import TrunkConfig
 from agent.trunk import AttentionTrunk
 
-# Keys of the trunk dict in the `policy_kwargs` of models saved before the trunk read them from
-# the observation space, which decided them then too: they are dropped.
-_FROM_THE_SPACE = ("window", "n_features")
-
 
 class MarketAccountExtractor(BaseFeaturesExtractor):
     """Encode the Dict observation ``{"market": [B, W, F], "account": [B, A]}`` into one vector.
@@ -50,8 +46,7 @@ class MarketAccountExtractor(BaseFeaturesExtractor):
         window, n_features = market.shape
         (n_account,) = account.shape
         if not isinstance(trunk, TrunkConfig):
-            fields = {k: v for k, v in (trunk or {}).items() if k not in _FROM_THE_SPACE}
-            trunk = TrunkConfig(**fields)
+            trunk = TrunkConfig(**(trunk or {}))
         super().__init__(observation_space, features_dim=trunk.d_model + account_dim)
         self.use_bf16 = use_bf16
         self.trunk = AttentionTrunk(trunk, window, n_features)

@@ -8,7 +8,7 @@ uses (`training.attention.pruning.agent_metrics`: `FastPolicy.record_episode` ov
 the actions of `model.predict`, then `training.evaluation.metrics.compute_metrics`).
 
 Datasets:
-- `googl`: the bundled GOOGL daily file (`configs/default.yaml` data and splits).
+- `googl`: the bundled GOOGL daily file (with `configs/default.yaml`'s loader settings and splits).
 - `synthetic`: a series with an exploitable pattern: close-to-close log returns alternate in
   sign, r_t = a * (-1)^t + noise (a = --amplitude, noise N(0, --noise)), each bar opening at
   the previous close with small wicks. The next bar's sign is predictable from the last one,
@@ -57,6 +57,8 @@ from training.run.data import load_run_market, split_run_market
 from training.run.folder import RunDir
 from training.run.session import build_model
 
+REPO = Path(__file__).resolve().parents[1]
+
 SMALL_TRUNK = [
     "env.window=16",  # the trunk reads the env's window
     "trunk.d_model=16",
@@ -93,7 +95,7 @@ def synthetic_frame(n_bars: int, amplitude: float, noise: float, seed: int = 0) 
 def load_dataset(name: str, cfg: RunConfig, args: argparse.Namespace) -> MarketData:
     """The bars of dataset `name` ('googl' or 'synthetic')."""
     if name == "googl":
-        return load_run_market(cfg)
+        return load_run_market(cfg, REPO / "data" / "gymanytrading_GOOGL_daily.csv")
     frame = synthetic_frame(args.synthetic_bars, args.amplitude, args.noise)
     return load_market_data(frame, ticker="SYNTH")
 

@@ -1,6 +1,6 @@
 """PPO training throughput of our `MultiHeadPolicy` against SB3's MLP policy, and trunk GFLOP/s.
 
-Measured in one run, on one config (default: `configs/default.yaml`, the bundled GOOGL file,
+Measured in one run, on one config (default: `configs/default.yaml`, the bundled instruments,
 the `BatchedTradingEnv` over the train split, wrapped in `VecMonitor` as `training.train` does):
 
 1. PPO env-steps/s of `MultiHeadPolicy` (built by `training.train.build_model`) and of SB3's
@@ -80,9 +80,10 @@ from torch.utils.flop_counter import (
 
 from agent.trunk import AttentionTrunk
 from envs import BatchedTradingEnv
+from envs.core import TradingCore
 from envs.features import FEATURE_NAMES
 from training.config import RunConfig, add_config_arguments, load_config
-from training.run.data import load_run_market, split_run_market
+from training.run.data import RunData, with_bars_per_year
 from training.run.folder import RunDir
 from training.run.session import build_model
 
@@ -189,10 +190,12 @@ class PPOTiming:
 
 
 def make_train_env(cfg: RunConfig) -> VecMonitor:
-    """The training env of `training.train`: batched accounts over the train split."""
-    market = load_run_market(cfg)
-    splits = split_run_market(market, cfg.data)
-    env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=splits.train)
+    """The training env of `training.train`: batched accounts over every instrument's train split
+    (`training.run.session.fit`'s core, without its optional wrappers)."""
+    data = RunData.load(cfg)
+    cfg = with_bars_per_year(cfg, data)
+    core = TradingCore.stacked(data.ranges("train", 1, cfg.env.window), cfg.env)
+    env = BatchedTradingEnv(core, n_envs=cfg.ppo.n_envs)
     env.seed(cfg.train.seed)
     return VecMonitor(env)
 

@@ -65,6 +65,8 @@ from training.run.data import load_run_market, split_run_market
 from training.run.folder import RunDir
 from training.run.session import build_model
 
+REPO = Path(__file__).resolve().parents[1]
+
 VARIANTS = {
     "standard": [],
     "collaborative": ["trunk.attention=collaborative"],  # d_shared set from d_model in main
@@ -75,8 +77,8 @@ VARIANTS = {
 
 
 def data(cfg: RunConfig) -> tuple[MarketData, Splits]:
-    """The config's bars and their chronological split."""
-    market = load_run_market(cfg)
+    """The bundled GOOGL file's bars (with the config's loader settings) and their split."""
+    market = load_run_market(cfg, REPO / "data" / "gymanytrading_GOOGL_daily.csv")
     return market, split_run_market(market, cfg.data)
 
 

@@ -33,7 +33,7 @@ class EnvConfig:
     reward: RewardKind = "log_return"  # log equity change; or differential Sharpe; or DD-penalised
     sharpe_eta: float = 0.01  # differential Sharpe: adaptation rate of its moving moments
     drawdown_penalty: float = 1.0  # drawdown_penalty: weight on each increase of the drawdown
-    turnover_penalty: float = 0.0  # reward only, any kind: minus this x traded notional / equity
+    turnover_penalty: float = 0.0  # reward only, any kind: minus this x order notional / equity
     resize_band: float = 0.0  # a new leverage resizes only if held exposure is off by > band x it
     volume_window: int = 64  # past bars used to normalise volume and volatility (causal)
 

@@ -236,7 +236,7 @@ class TradingCore:
     def carry_over(self, accounts: Accounts) -> Accounts:
         """A copy of `accounts`, which another core on the same market left at this core's first
         decision bar, continuing there: the same cash, position, stop and peak, with this range's
-        end and a fresh step count (so one account trades on through consecutive ranges, as a
+        end and fresh episode statistics (so one account trades on through consecutive ranges, as a
         walk-forward's test segments are traded, without a close or a skipped bar between them).
         """
         if not (accounts.bars == self.first_bars[0]).all():
@@ -246,7 +246,7 @@ class TradingCore:
             )
         carried = Accounts(*(array.copy() for array in dataclasses.astuple(accounts)))
         carried.state[:, ex.END_BAR] = self.end_bars[0]
-        carried.state[:, ex.EP_STEPS] = 0.0
+        carried.state[:, ex.EP_STEPS : ex.EP_EXPOSURE + 1] = 0.0  # this range's statistics
         return carried
 
     def step(self, accounts: Accounts) -> None:

@@ -100,7 +100,7 @@ P_REWARD = 5  # 0 log return, 1 differential Sharpe, 2 drawdown-penalised log re
 P_SHARPE_ETA = 6
 P_DRAWDOWN_PENALTY = 7
 P_EPISODE_LENGTH = 8  # steps after which an episode is truncated
-P_TURNOVER_PENALTY = 9  # reward only: subtracted per unit of traded notional / equity
+P_TURNOVER_PENALTY = 9  # reward only: subtracted per unit of the order's notional / equity
 P_RESIZE_BAND = 10  # a new leverage on the held side trades only outside this relative band
 N_PARAMS = 11
 
@@ -136,6 +136,14 @@ def _trade(state, out, i, units, ref_price, params):
     out[i, COMMISSION] += fee
     out[i, SLIPPAGE] += abs(units) * ref_price * params[P_SLIPPAGE]
     return fill
+
+
+@numba.njit(cache=True)
+def resizes(leverage: float, notional: float, equity: float, band: float) -> bool:
+    """Whether a new `leverage` on the held side trades: its signed held `notional` / `equity`
+    (the exposure it has drifted to) is more than ``band * leverage`` from it (any, at band 0)."""
+    held = abs(notional) / equity if equity > 0.0 else 0.0
+    return band <= 0.0 or abs(leverage - held) > band * leverage
 
 
 @numba.njit(cache=True)
@@ -230,15 +238,12 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         risk = risks[actions[i, 2]]
 
         # 1. The agent's order at the open.
+        churn = 0.0  # its traded notional / equity at the open
         held_side = state[i, SIDE]
         trade = side != held_side
         if not trade and side != 0.0 and leverage != state[i, LEVERAGE]:
-            # A new leverage on the held side resizes, unless the exposure the position has
-            # drifted to is within the resize band of the new level (no-trade region).
-            band = params[P_RESIZE_BAND]
             equity_now = state[i, CASH] + state[i, QTY] * open_
-            held = state[i, QTY] * open_ / equity_now if equity_now > 0.0 else 0.0
-            trade = band <= 0.0 or abs(side * leverage - held) > band * leverage
+            trade = resizes(leverage, state[i, QTY] * open_, equity_now, params[P_RESIZE_BAND])
         if trade:
             equity_open = state[i, CASH] + state[i, QTY] * open_
             target = side * leverage * max(equity_open, 0.0) / open_
@@ -246,7 +251,8 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
             if side == 0.0:
                 units = -state[i, QTY]  # close exactly to zero
             if units != 0.0:
-                state[i, EP_TURNOVER] += abs(units) * open_ / max(equity_open, 1e-300)
+                churn = abs(units) * open_ / max(equity_open, 1e-300)
+                state[i, EP_TURNOVER] += churn
                 out[i, ORDER_FILL] = _trade(state, out, i, units, open_, params)
             if side == 0.0 or target == 0.0:  # flat, or nothing left to trade with after a gap
                 _flatten(state, i)
@@ -301,8 +307,8 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         if equity <= 0.0:
             out[i, BANKRUPT] = 1.0
         out[i, TERMINATED] = max(out[i, BANKRUPT], out[i, LIQUIDATED])
-        # The shaping cost on churn touches the reward only; equity pays the real costs alone.
-        churn = out[i, TRADED_NOTIONAL] / max(equity_prev, 1e-300)
+        # The shaping cost on the order's churn touches the reward only (a stop's or a
+        # liquidation's exit is not charged); equity pays the real costs alone.
         out[i, REWARD] = _reward(state, i, equity_prev, peak_prev, params)
         out[i, REWARD] -= params[P_TURNOVER_PENALTY] * churn
 

@@ -20,7 +20,10 @@ deviation on purpose: it takes the mean as zero, the usual short-horizon volatil
 is defined from the first bar on (a standard deviation of one or two returns is zero or nearly so)
 and does not shrink when prices trend. Because the window includes bar t, |close_return| can
 never exceed sqrt(norm_window) (8 for 64 bars); the clip binds on wicks and gaps. long_vol_t is
-the same over `LONG_WINDOW_FACTOR` times as many bars. No statistic covers the whole file.
+the same over `LONG_WINDOW_FACTOR` times as many bars. No statistic of the prices covers the
+whole file; `volatility` is annualised by the bars per year, a calendar fact: a training run
+fixes it from its training bars (`env.bars_per_year` in its config), a bare environment takes
+the data's observed frequency.
 
 Why the level: every price feature is divided by vol_t, so a few weeks into a calm or a turbulent
 spell the windows look alike. Growth-optimal leverage scales with drift / variance and a sensible
@@ -61,7 +64,7 @@ def compute_features(
         norm_window: bars, including the current one, behind the volatility and the volume
             z-score; earlier bars use the bars there are.
         bars_per_year: annualises `volatility`; None: the bars per year observed in `market`
-            (`MarketData.bars_per_year`), as the environment does without `env.bars_per_year`.
+            (`MarketData.bars_per_year`), as an environment does without `env.bars_per_year`.
     """
     if norm_window < 2:
         raise ValueError(f"norm_window must be >= 2, got {norm_window}")

@@ -55,3 +55,14 @@ def test_a_ruined_account_stops_adding_returns():
     b = record(["2020-01-01", "2020-01-02", "2020-01-03"], [100, 100, 110], [0, 1, 1], [0, 0, 0])
     combined = combine_records([a, b])
     np.testing.assert_allclose(combined["equity"], [100, 50, 55])  # -100% and 0%, then 0 and 10%
+
+
+def test_an_account_without_a_bar_on_a_live_day_counts_with_a_return_of_0():
+    """A holiday of one exchange: the other instrument's move is diluted, not the whole bar."""
+    a = record(["2020-01-01", "2020-01-02", "2020-01-03", "2020-01-06"], [100, 110, 121, 121],
+               [0, 1, 1, 1], [0, 0, 0, 0])  # fmt: skip
+    b = record(["2020-01-01", "2020-01-02", "2020-01-06"], [100, 100, 100], [0, 2, 2], [0, 0, 0])
+    combined = combine_records([a, b])
+    # Jan 2: mean(10%, 0%); Jan 3: B is closed but live: mean(10%, 0); Jan 6: mean(0, 0)
+    np.testing.assert_allclose(combined["equity"], [100, 105, 110.25, 110.25])
+    np.testing.assert_allclose(combined["exposure"], [0, 1.5, 1.5, 1.5])  # B's 2x held over

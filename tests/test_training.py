@@ -126,7 +126,7 @@ def test_resume_restores_weights_optimizer_and_step_count_in_the_same_tensorboar
         "--resume", str(run), "--set", "train.total_timesteps=512", "--set", "train.threads=2"
     )
     assert result.returncode == 0, result.stderr
-    assert "512 timesteps, device cpu, torch CPU threads 2" in result.stdout
+    assert "512 timesteps," in result.stdout and "torch CPU threads 2" in result.stdout
     assert f"resuming from {checkpoint} at 256 timesteps" in result.stdout
     assert read_model_file(run / "final_model.safetensors").num_timesteps == 512
     steps = sorted(int(p.name.split("_")[1]) for p in (run / "checkpoints").iterdir())

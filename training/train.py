@@ -48,7 +48,7 @@ from training.run.callbacks import (
     ValidationCallback,
     flatten,
 )
-from training.run.data import RunData, instrument_name
+from training.run.data import RunData, instrument_name, with_bars_per_year
 from training.run.folder import ModelError, RunDir, load_model, save_model_atomic
 from training.run.session import fit, prepare_torch
 
@@ -98,6 +98,7 @@ def train(
     """
     prepare_torch(cfg)
     data = RunData.load(cfg) if data is None else data
+    cfg = with_bars_per_year(cfg, data)  # a resumed run's config holds it already
     window = cfg.env.window
     train_ranges = data.ranges("train", 1, window)
     if not train_ranges:
@@ -106,8 +107,9 @@ def train(
     test_envs = evaluation_envs(data.ranges("test", MIN_EVALUATION_STEPS, window), cfg)
     print(
         f"training {run.root}: {len(data.markets)} instrument(s), "
-        f"{cfg.train.total_timesteps:,} timesteps, device {cfg.policy.device}, "
-        f"torch CPU threads {torch.get_num_threads()}\n{data.describe()}"
+        f"{cfg.train.total_timesteps:,} timesteps, {cfg.env.bars_per_year:,.1f} bars a year, "
+        f"device {cfg.policy.device}, torch CPU threads {torch.get_num_threads()}\n"
+        f"{data.describe()}"
     )
     if not resume:
         save_config(cfg, run.config)

@@ -58,7 +58,7 @@ from training.evaluation.walkforward import (
     trade_through,
 )
 from training.run.atomic import write_json_atomic
-from training.run.data import RunData, instrument_name, load_run_markets
+from training.run.data import RunData, instrument_name, load_run_markets, with_bars_per_year
 from training.run.folder import ModelError, RunDir, load_model
 from training.train import train
 
@@ -104,6 +104,8 @@ def walk_forward(
             f"each needs at least env.window + 1 = {cfg.env.window + 1}"
         )
     starts = segment_starts(dates, folds)
+    # One bars-per-year for every fold and the out-of-sample accounts, from fold 1's training.
+    cfg = with_bars_per_year(cfg, fold_data(markets, starts, 0, cfg.data.validation))
     if out is None:
         run = RunDir.new(REPO_ROOT / "runs", f"walkforward-{cfg.train.name}")
     else:  # a folder holding a run is refused: its folds would mix with this one's

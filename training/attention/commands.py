@@ -29,8 +29,8 @@ from training.attention.pruning import heads_to_prune, prune_and_check, pruning_
 from training.config import save_config
 from training.evaluation.backtest import evaluation_env
 from training.run.atomic import write_bytes_atomic, write_json_atomic
-from training.run.data import load_run_market, split_run_market
-from training.run.folder import LoadedModel
+from training.run.data import load_run_market, recorded_splits
+from training.run.folder import LoadedModel, RunDir
 from training.run.model_file import SUFFIX, write_model_file
 
 COMMANDS = ("importance", "prune", "attention")
@@ -53,8 +53,8 @@ def load_market(loaded: LoadedModel, args: argparse.Namespace) -> MarketData:
 
 
 def split_env(loaded: LoadedModel, market: MarketData, split: str) -> TradingEnv:
-    """An env over one split of `market` (the run's split settings)."""
-    splits = split_run_market(market, loaded.config.data)
+    """An env over one split of `market`: the bars of `market` in that range of the run's dates."""
+    splits = recorded_splits(RunDir(loaded.run_dir).splits, market, loaded.config.data)
     bars = None if split == "all" else getattr(splits, split)
     if bars is not None and len(bars) == 0:
         raise DataError(f"{market.source}: the run's config leaves no {split} bars")

@@ -37,6 +37,7 @@ from training.evaluation.next_order import NextOrder, decide_next_order
 from training.evaluation.report import AGENT, render_report
 from training.evaluation.rollout import record_episode
 from training.run.atomic import write_bytes_atomic, write_json_atomic
+from training.run.data import recorded_splits
 from training.run.folder import RunDir
 
 
@@ -170,12 +171,15 @@ def _csv_bytes(frame: pd.DataFrame) -> bytes:
 def write_report(result: BacktestResult, out: Path, title: str) -> Path:
     """Write metrics.json, next_order.json, equity.csv, trades.csv and report.png to `out`.
 
+    equity.csv is the agent's record with each baseline's equity beside it, by timestamp: when
+    the agent's account was liquidated early, the rows after it hold the baselines only.
     Everything is rendered in memory first, then each file is written atomically.
     """
-    equity = result.records[AGENT].copy()
+    equity = result.records[AGENT]
     for name, record in result.records.items():
         if name != AGENT:
-            equity[f"{name}_equity"] = record["equity"].to_numpy()
+            baseline = record[["timestamp", "equity"]].rename(columns={"equity": f"{name}_equity"})
+            equity = equity.merge(baseline, on="timestamp", how="outer")
     files = {
         "equity.csv": _csv_bytes(equity),
         "trades.csv": _csv_bytes(result.trades[AGENT]),
@@ -275,22 +279,12 @@ def in_sample(run: RunDir, env: TradingEnv) -> InSample | None:
         for entry in recorded["instruments"]
     ):
         return None
-
-    def position(key: str) -> int:
-        date = recorded[key]
-        return len(market) if date is None else market.bar_position(pd.Timestamp(date))
-
-    validation_begin, test_begin = position("validation_start"), position("test_start")
+    splits = recorded_splits(run.splits, market)
     decisions = range(env.core.first_bar, env.core.end_bar)
 
     def overlap(split: range) -> int:
         return max(0, min(decisions.stop, split.stop) - max(decisions.start, split.start))
 
     test_start = pd.Timestamp(recorded["test_start"]) if recorded["test_start"] else None
-    found = InSample(
-        len(decisions),
-        overlap(range(0, validation_begin)),
-        overlap(range(validation_begin, test_begin)),
-        test_start,
-    )
+    found = InSample(len(decisions), overlap(splits.train), overlap(splits.validation), test_start)
     return found if found.count else None

@@ -145,10 +145,8 @@ def describe_order(
     held_side = sides[names.index(held.direction)]
     leverage, risk = action["leverage"], action["risk"]
     resize = side != 0 and side == held_side and leverage != held.leverage
-    band = core.config.resize_band
-    if resize and band > 0:
-        drifted = held.units * close / held.equity if held.equity > 0 else 0.0
-        resize = abs(side * leverage - drifted) > band * leverage
+    if resize:  # the kernel's own rule, with the exposure estimated at the last close
+        resize = ex.resizes(leverage, held.units * close, held.equity, core.config.resize_band)
     if side != held_side or resize:
         if side == 0:
             return f"close the {held.direction} position ({abs(held.units):,.6g} units) at the open"

@@ -2,7 +2,8 @@
 
 Each instrument is traded by its own account. `combine_records` joins them as an equal-weight
 portfolio rebalanced every bar: on each bar of the union of their bar times, the combined return
-is the mean of the returns of the accounts that trade on that bar, so no single instrument's
+is the mean of the returns of the accounts live on that bar (0 for one whose exchange is closed
+that day), so no single instrument's
 lucky (or ruinous) compounding dominates the aggregate, as it would in a sum of unrebalanced
 accounts. Costs, traded notional and exposure combine the same way (each as a share of its
 account's equity, averaged), so the aggregate's Sharpe ratio, drawdown, turnover and fees come
@@ -23,7 +24,7 @@ from training.evaluation.backtest import BacktestResult, format_next_order, writ
 from training.evaluation.metrics import compute_metrics, format_value
 from training.evaluation.report import AGENT
 from training.evaluation.rollout import RECORD_COLUMNS
-from training.run.atomic import write_json_atomic
+from training.run.atomic import write_bytes_atomic, write_json_atomic
 
 # Per-step flows, each a share of its account's equity before the step, averaged.
 _FLOWS = ("traded_notional", "commission", "slippage", "financing", "borrow", "costs")
@@ -33,10 +34,12 @@ _EVENTS = ("stop_hit", "liquidated", "bankrupt")  # counted over the instruments
 def combine_records(records: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """The record (`RECORD_COLUMNS`) of the records' equal-weight portfolio, rebalanced each bar.
 
-    On each union bar, `equity` grows by the mean return of the records stepping on it;
-    `exposure` (and `position`, so that "in a position" means some account holds one) is the
-    mean gross exposure of those records; flows (`traded_notional`, the costs) are their mean
-    share of equity, in money of the combined account; `stop_hit`, `liquidated` and `bankrupt`
+    On each union bar, `equity` grows by the mean return of the records live on it (from their
+    first step to their last; one without a bar there, on a holiday of its exchange, counts with
+    a return of 0); `exposure` (and `position`, so that "in a position" means some account holds
+    one) is the mean gross exposure of those records, held over such holidays; flows
+    (`traded_notional`, the costs) are their mean share of equity, in money of the combined
+    account; `stop_hit`, `liquidated` and `bankrupt`
     count the records with that event on the bar. Columns that only mean something for one
     instrument (`price`, the head actions, the fills) are empty. Row 0 is the starting state at
     the first record's start, with the records' common starting equity.
@@ -46,24 +49,31 @@ def combine_records(records: Sequence[pd.DataFrame]) -> pd.DataFrame:
     times = np.unique(np.concatenate([r["timestamp"].to_numpy() for r in records]))  # [U]
     index = pd.DatetimeIndex(times)
     returns = np.zeros(len(times))
-    stepping = np.zeros(len(times))  # records stepping on each bar
+    live = np.zeros(len(times))  # records between their first and last step, on each bar
     exposure = np.zeros(len(times))
     shares = {name: np.zeros(len(times)) for name in _FLOWS}
     events = {name: np.zeros(len(times), dtype=np.int64) for name in _EVENTS}
     for record in records:
         rows = index.get_indexer(pd.DatetimeIndex(record["timestamp"]))[1:]  # its steps
+        if len(rows) == 0:
+            continue
         equity = record["equity"].to_numpy(dtype=float)
+        ruin = np.flatnonzero(equity[1:] <= 0)  # a ruined account leaves at its ruin
+        last = rows[ruin[0]] if ruin.size else rows[-1]
+        span = slice(rows[0], last + 1)  # a bar it has none of (a holiday of its exchange)
+        live[span] += 1  # is a bar of 0 return, with its position held over it
         before = equity[:-1]
-        alive = before > 0
-        safe = np.where(alive, before, 1.0)
-        returns[rows] += np.where(alive, equity[1:] / safe - 1.0, 0.0)
-        stepping[rows] += alive  # a ruined account leaves the portfolio
-        exposure[rows] += np.where(alive, np.abs(record["exposure"].to_numpy(dtype=float)[1:]), 0)
+        safe = np.where(before > 0, before, 1.0)
+        returns[rows] += np.where(before > 0, equity[1:] / safe - 1.0, 0.0)
+        held = np.abs(record["exposure"].to_numpy(dtype=float)[1:])
+        exposure[span] += pd.Series(held, index=rows).reindex(range(span.start, span.stop)).ffill()
         for name in _FLOWS:
-            shares[name][rows] += np.where(alive, record[name].to_numpy(dtype=float)[1:] / safe, 0)
+            shares[name][rows] += np.where(
+                before > 0, record[name].to_numpy(dtype=float)[1:] / safe, 0
+            )
         for name in _EVENTS:
             events[name][rows] += record[name].to_numpy(dtype=bool)[1:]
-    count = np.maximum(stepping, 1.0)
+    count = np.maximum(live, 1.0)
     start = float(records[0]["equity"].iloc[0])
     combined_equity = start * np.cumprod(1.0 + returns / count)  # [U]
     combined_equity[0] = start  # row 0: before any step
@@ -112,14 +122,21 @@ def write_reports(results: Mapping[str, BacktestResult], out: Path, title: str) 
 
     One instrument: `write_report`'s files in `out`. Several: each instrument's in
     `out/instruments/<name>/`, and in `out` the combined accounts' `metrics.json` (the same
-    keys as one instrument's) and `instruments.json` (each instrument's metrics of every
-    strategy). Every file is written atomically.
+    keys as one instrument's), `equity.csv` (per bar of the combined account: timestamp, the
+    agent's equity and gross exposure, each baseline's equity) and `instruments.json` (each
+    instrument's metrics of every strategy). Every file is written atomically.
     """
     if len(results) == 1:
         return write_report(next(iter(results.values())), out, title)
     for name, result in results.items():
         write_report(result, out / "instruments" / name, f"{title}: {name}")
     write_json_atomic(out / "metrics.json", combined_metrics(results))
+    first = next(iter(results.values()))
+    combined = {s: combine_records([r.records[s] for r in results.values()]) for s in first.records}
+    baselines = {f"{name}_equity": r["equity"].to_numpy() for name, r in combined.items()}
+    baselines.pop(f"{AGENT}_equity")
+    equity = combined[AGENT][["timestamp", "equity", "exposure"]].assign(**baselines)
+    write_bytes_atomic(out / "equity.csv", equity.to_csv(index=False).encode())
     write_json_atomic(out / "instruments.json", {n: r.metrics for n, r in results.items()})
     return out
 

@@ -48,10 +48,11 @@ def report_figure(records: dict[str, pd.DataFrame], title: str) -> Figure:
     fig = Figure(figsize=(12, 11), layout="constrained")
     axes = fig.subplots(5, 1, sharex=True, height_ratios=[3, 1.5, 1, 1, 1])
     equity_ax, drawdown_ax, direction_ax, leverage_ax, risk_ax = axes
-    for name, record in records.items():
+    for name, record in records.items():  # each on its own bars: a liquidated agent stops early
         width = 1.6 if name == AGENT else 0.9
-        equity_ax.plot(time, record["equity"], label=name, linewidth=width)
-        drawdown_ax.plot(time, drawdown_pct(record["equity"]), label=name, linewidth=width)
+        own = pd.to_datetime(record["timestamp"])
+        equity_ax.plot(own, record["equity"], label=name, linewidth=width)
+        drawdown_ax.plot(own, drawdown_pct(record["equity"]), label=name, linewidth=width)
     equity_ax.set_ylabel("equity")
     equity_ax.legend(loc="upper left")
     equity_ax.set_title(title)

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping, Sequence
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -128,3 +130,15 @@ def probability_of_backtest_overfitting(returns: np.ndarray, n_blocks: int = 8) 
         overfit += math.log(w / (1 - w)) <= 0
         splits += 1
     return overfit / splits
+
+
+def best_pass(history: Sequence[Mapping[str, Any]]) -> int | None:
+    """The index of the pass with the highest finite Sharpe (the first of equals): the pass whose
+    model `validate` kept as the best. None when no pass has a finite Sharpe."""
+    best: int | None = None
+    for index, entry in enumerate(history):
+        sharpe = entry.get("sharpe")
+        finite = sharpe is not None and math.isfinite(sharpe)
+        if finite and (best is None or sharpe > history[best]["sharpe"]):
+            best = index
+    return best

@@ -27,6 +27,7 @@ from envs import TradingEnv
 from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import compute_metrics, record_metrics, trades_from_record
 from training.evaluation.portfolio import combine_records
+from training.evaluation.selection import best_pass
 from training.run.atomic import write_json_atomic
 from training.run.folder import RunDir, save_model_atomic
 
@@ -69,8 +70,8 @@ def validate(
             for name, record in records.items()
         }
     history = read_validation_history(run)
-    best = max((h["sharpe"] for h in history if h.get("sharpe") is not None), default=-math.inf)
-    if math.isfinite(sharpe) and sharpe > best:
+    best = best_pass(history)
+    if math.isfinite(sharpe) and (best is None or sharpe > history[best]["sharpe"]):
         save_model_atomic(model, run.best_model)
     history.append(entry)
     write_json_atomic(run.validation_history, history)
@@ -87,12 +88,9 @@ def read_validation_history(run: RunDir) -> list[dict[str, Any]]:
 
 def passes_since_best(run: RunDir) -> int:
     """Validation passes of `run` after the one with the best finite Sharpe (all, if none)."""
-    sharpes = [h.get("sharpe") for h in read_validation_history(run)]
-    finite = [(s, i) for i, s in enumerate(sharpes) if s is not None and math.isfinite(s)]
-    if not finite:
-        return len(sharpes)
-    best = max(finite, key=lambda pair: (pair[0], -pair[1]))[1]  # the first of equal bests
-    return len(sharpes) - 1 - best
+    history = read_validation_history(run)
+    best = best_pass(history)
+    return len(history) - (0 if best is None else best + 1)
 
 
 def generalization_summary(history: list[dict[str, Any]]) -> str:
@@ -104,11 +102,8 @@ def generalization_summary(history: list[dict[str, Any]]) -> str:
     if not history:
         return "generalization: no validation pass, so the gap is unknown"
 
-    def sharpe_of(entry: dict[str, Any]) -> float:
-        value = entry.get("sharpe")
-        return -math.inf if value is None or not math.isfinite(value) else float(value)
-
-    chosen = max(history, key=sharpe_of)  # the first of equal bests, as `validate` keeps it
+    best = best_pass(history)
+    chosen = history[0 if best is None else best]
 
     def describe(entry: dict[str, Any]) -> str:
         train, gap = entry.get("train_episode_sharpe"), entry.get("generalization_gap")

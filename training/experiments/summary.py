@@ -25,6 +25,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from training.evaluation.selection import (
+    best_pass,
     deflated_sharpe_ratio,
     per_bar_sharpe,
     probability_of_backtest_overfitting,
@@ -36,7 +37,7 @@ NAN = math.nan
 PBO_BLOCKS = 8  # CSCV blocks: C(8, 4) = 70 splits
 # Columns of summary.csv after the sampled keys (the run folder last).
 FIGURES = (
-    "validation_sharpe",  # best validation Sharpe of the run (its best_model.zip)
+    "validation_sharpe",  # best validation Sharpe of the run (its best_model.safetensors)
     "validation_return_pct",  # total return of that validation pass, %
     "validation_timesteps",  # training timesteps at that pass
     "train_episode_sharpe",  # training episodes' Sharpe at that pass (NaN if not logged)
@@ -63,12 +64,8 @@ def _number(value: Any) -> float:
 
 def best_validation(history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The validation entry with the highest finite Sharpe (the first of equals), or {}."""
-    best: dict[str, Any] = {}
-    for entry in history:
-        sharpe = _number(entry.get("sharpe"))
-        if math.isfinite(sharpe) and (not best or sharpe > _number(best.get("sharpe"))):
-            best = dict(entry)
-    return best
+    best = best_pass(history)
+    return {} if best is None else dict(history[best])
 
 
 def test_returns(run_dir: Path) -> np.ndarray | None:

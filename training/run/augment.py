@@ -13,11 +13,14 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
+from envs.features import CLIP
+
 
 class FeatureNoise(VecEnvWrapper):
     """Adds N(0, `std`^2) noise to the "market" entry of every observation `venv` returns.
 
-    The features are volatility-scaled (unit-sized), so `std` is in those units. Draws come from
+    The features are volatility-scaled (unit-sized), so `std` is in those units; the sum is
+    clipped to the features' bound, `envs.features.CLIP`. Draws come from
     a generator seeded with `seed`. The terminal observations in `infos` are left clean: they
     only bootstrap the value of a truncated episode.
     """
@@ -32,7 +35,9 @@ class FeatureNoise(VecEnvWrapper):
     def _noisy(self, obs: VecEnvObs) -> VecEnvObs:
         assert isinstance(obs, dict)
         market = obs["market"]  # [N, W, F] float32, a fresh array of the env's
-        market += self._rng.normal(0.0, self.std, market.shape).astype(np.float32)
+        noise = self._rng.standard_normal(market.shape, dtype=np.float32)  # [N, W, F]
+        market += self.std * noise
+        np.clip(market, -CLIP, CLIP, out=market)  # within the observation space, as features are
         return obs
 
     def reset(self) -> VecEnvObs:

@@ -7,7 +7,9 @@ calendar (`envs.splits.split_calendar`): the same validation and test dates for 
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -132,6 +134,29 @@ def split_run_market(market: MarketData, data: DataConfig) -> Splits:
     )
 
 
+def recorded_splits(
+    splits_json: Path, market: MarketData, data: DataConfig | None = None
+) -> Splits:
+    """`market`'s train / validation / test ranges by a run's calendar split dates.
+
+    The dates come from the run's `splits.json` (written when it trained); without one, the run
+    split `market` alone as its `data` config says (`split_run_market`). For any instrument, the
+    run's own or another, the ranges are then the bars before, between and after the run's dates.
+    """
+    if not splits_json.is_file():
+        if data is None:
+            raise ValueError(f"{splits_json} is missing and no data config was given")
+        return split_run_market(market, data)
+    recorded = json.loads(splits_json.read_text())
+
+    def position(key: str) -> int:
+        date = recorded[key]
+        return len(market) if date is None else market.bar_position(pd.Timestamp(date))
+
+    validation, test = position("validation_start"), position("test_start")
+    return Splits(range(0, validation), range(validation, test), range(test, len(market)))
+
+
 def split_run(markets: Sequence[MarketData], data: DataConfig) -> CalendarSplit:
     """The run's calendar split of its instruments: the same dates for all (`split_calendar`)."""
     return split_calendar(
@@ -171,6 +196,20 @@ class RunData:
                 found.append((market, bars))
         return found
 
+    def bars_per_year(self, window: int) -> float:
+        """The observed bars per year of the training ranges: the median over the instruments of
+        (bars - 1) / their span in years. What a run fixes `env.bars_per_year` to
+        (`with_bars_per_year`): the training bars alone say it, and every env of the run then
+        annualises costs and the volatility feature alike."""
+        observed = [
+            market.slice(bars.start, bars.stop).bars_per_year()
+            for market, bars in self.ranges("train", 1, window)
+            if len(bars) >= 2
+        ]
+        if not observed:
+            raise DataError("no instrument has two training bars to tell the bars per year")
+        return float(np.median(observed))
+
     def to_dict(self) -> dict[str, Any]:
         """What `splits.json` records: the split dates and each instrument's source and ticker."""
 
@@ -195,3 +234,16 @@ class RunData:
             total = sum(n for _, n in counts)
             lines.append(f"  {phase:<10} {total:>7,} bars: {', '.join(used) or 'none'}")
         return "\n".join(lines)
+
+
+def with_bars_per_year(cfg: RunConfig, data: RunData) -> RunConfig:
+    """`cfg` with `env.bars_per_year` fixed from `data`'s training bars when it is null.
+
+    A run resolves it once, before its config is saved, so that training, validation, the test
+    backtest and any later backtest of the run annualise alike (financing and borrow per bar,
+    the `volatility` feature, the metrics), whatever data they trade.
+    """
+    if cfg.env.bars_per_year is not None:
+        return cfg
+    env = dataclasses.replace(cfg.env, bars_per_year=data.bars_per_year(cfg.env.window))
+    return dataclasses.replace(cfg, env=env)
