@@ -265,8 +265,9 @@ def exposure_table(results: Sequence[dict[str, Any]]) -> str:
     for r in results:
         if "exposure_state0" in r:
             cells = [r["kind"], str(r["seed"])]
-            for k in (0, 1):
-                cells.append(f"{r[f'exposure_state{k}']:.2f} / {r[f'leverage_state{k}']:.2f}")
+            for k in (0, 1):  # a tail may see one regime only
+                exposure = r.get(f"exposure_state{k}", math.nan)
+                cells.append(f"{exposure:.2f} / {r.get(f'leverage_state{k}', math.nan):.2f}")
             rows.append(cells)
     headers = ["series", "seed", "state 0: exposure / leverage", "state 1: exposure / leverage"]
     return _table(headers, rows)
@@ -368,6 +369,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{result['turnover_per_year']:.0f}/yr, {result['seconds']:.0f} s",
                   flush=True)  # fmt: skip
     elapsed = time.perf_counter() - started
+    report = {
+        "command": " ".join(sys.argv),
+        "config": args.config,
+        "overrides": overrides,
+        "seeds": seeds,
+        "synthetic": results,
+        "real": real,
+        "configs_tried": args.configs_tried,
+    }
+    (out / "learning.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     if results:
         print(f"\nsynthetic series, median / worst over seeds ({elapsed:.0f} s in all):")
         print(synthetic_table(results))
@@ -382,16 +393,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"median / worst over seeds ({args.configs_tried} configuration(s) tried):"
         )
         print(real_table(real))
-    report = {
-        "command": " ".join(sys.argv),
-        "config": args.config,
-        "overrides": overrides,
-        "seeds": seeds,
-        "synthetic": results,
-        "real": real,
-        "configs_tried": args.configs_tried,
-    }
-    (out / "learning.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"\nresults: {out / 'learning.json'}")
     return 0
 
