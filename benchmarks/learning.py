@@ -277,7 +277,13 @@ def synthetic_table(results: Sequence[dict[str, Any]]) -> str:
     """Per kind: median / worst over seeds of each column, and the references' growth."""
     worst_of = {"turnover_per_year": "max", "fees_pct_per_year": "max", "gap_chosen": "max",
                 "gap_last": "max"}  # fmt: skip
-    headers = ["series", "seeds", *(h for _, h, _ in SYNTHETIC_COLUMNS), "g: agent/bh/ceil/oracle"]
+    headers = [
+        "series",
+        "seeds",
+        *(h for _, h, _ in SYNTHETIC_COLUMNS),
+        "pooled share",
+        "g: agent/bh/ceil/oracle",
+    ]
     rows = []
     for kind in dict.fromkeys(r["kind"] for r in results):
         mine = [r for r in results if r["kind"] == kind]
@@ -285,6 +291,12 @@ def synthetic_table(results: Sequence[dict[str, Any]]) -> str:
         for key, _, fmt in SYNTHETIC_COLUMNS:
             median, worst = _median_worst([r[key] for r in mine], worst_of.get(key, "min"))
             cells.append(f"{fmt.format(median)} / {fmt.format(worst)}")
+        # Pooled over seeds: sum of the agent's edges over sum of the ceiling's (robust where one
+        # seed's ceiling barely beats buy-and-hold and its own share is a ratio of two small
+        # numbers).
+        edge = sum(r["growth_ceiling"] - r["growth_buy_and_hold"] for r in mine)
+        gained = sum(r["excess_growth"] for r in mine)
+        cells.append(f"{gained / edge:.2f}" if edge > 0 else "nan")
         growths = [
             statistics.median(r[k] for r in mine)
             for k in ("growth_agent", "growth_buy_and_hold", "growth_ceiling", "growth_oracle")
