@@ -367,14 +367,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     results, real = [], []
     with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        synthetic = pool.map(run_synthetic, jobs)
-        walks = pool.map(run_real, real_jobs)
-        for result in synthetic:
+        synthetic = [(job, pool.submit(run_synthetic, job)) for job in jobs]
+        walks = [(job, pool.submit(run_real, job)) for job in real_jobs]
+        for job, future in synthetic:
+            try:
+                result = future.result()
+            except Exception as error:  # one failed run is reported, the others go on
+                print(f"  {job.kind:<19} seed {job.seed}: FAILED ({error})", flush=True)
+                continue
             results.append(result)
             print(f"  {result['kind']:<19} seed {result['seed']}: share {result['share']:+.2f}, "
                   f"turnover {result['turnover_per_year']:.0f}/yr, "
                   f"{result['seconds']:.0f} s", flush=True)  # fmt: skip
-        for result in walks:
+        for real_job, future in walks:
+            try:
+                result = future.result()
+            except Exception as error:
+                print(f"  real walk-forward    seed {real_job.seed}: FAILED ({error})", flush=True)
+                continue
             real.append(result)
             print(f"  real walk-forward    seed {result['seed']}: Sharpe {result['sharpe']:.2f} "
                   f"(b&h {result['sharpe_buy_and_hold']:.2f}), turnover "

@@ -121,6 +121,10 @@ N_ACCOUNT = len(ACCOUNT_FEATURES)
 
 _EQUITY_FLOOR = 1e-12  # relative floor so a wiped-out account still has a finite log reward
 _DSR_CLIP = 10.0  # differential Sharpe is clipped: it explodes when the moving variance is ~0
+# The turnover penalty's churn is capped: closing a position of an account whose equity is nearly
+# gone divides by ~0. No order of a solvent account comes near it (a reversal trades 2x its
+# leverage); the cap keeps the reward finite, as the equity floor does the log return.
+_CHURN_CAP = 100.0
 
 
 @numba.njit(cache=True, inline="always")
@@ -253,6 +257,7 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
             if units != 0.0:
                 churn = abs(units) * open_ / max(equity_open, 1e-300)
                 state[i, EP_TURNOVER] += churn
+                churn = min(churn, _CHURN_CAP)
                 out[i, ORDER_FILL] = _trade(state, out, i, units, open_, params)
             if side == 0.0 or target == 0.0:  # flat, or nothing left to trade with after a gap
                 _flatten(state, i)
