@@ -113,10 +113,14 @@ ACCOUNT_FEATURES = (
     "unrealised_pnl",  # open profit since the position was (re)sized, / equity
     "equity_change",  # log(equity / episode start equity)
     "drawdown",  # 1 - equity / episode peak
-    "stop_distance",  # distance from the close to the stop, / close (0 when flat)
+    "stop_distance",  # distance from the close to the stop, / close (0 when flat), at most 1
     "leverage",  # held leverage level (0 when flat)
-    "risk",  # held risk level (0 when flat)
+    "risk",  # held risk level (0 when flat), at most 1
 )
+# A risk level >= 1 (`inf` for none) lets the position lose all its equity: liquidation comes
+# first, so it is no stop. The observation caps it and its stop distance at 1, which keeps the
+# policy's input finite and loses nothing the account can act on.
+_OBS_CAP = 1.0
 N_ACCOUNT = len(ACCOUNT_FEATURES)
 
 _EQUITY_FLOOR = 1e-12  # relative floor so a wiped-out account still has a finite log reward
@@ -207,9 +211,10 @@ def _observe(state, bars, ohlc, account_obs, i):
     account_obs[i, 2] = qty * (close - state[i, ENTRY]) / equity if qty != 0.0 else 0.0
     account_obs[i, 3] = math.log(equity / state[i, START_EQUITY])
     account_obs[i, 4] = 1.0 - equity / state[i, PEAK]
-    account_obs[i, 5] = side * (close - state[i, STOP]) / close if qty != 0.0 else 0.0
+    distance = side * (close - state[i, STOP]) / close if qty != 0.0 else 0.0
+    account_obs[i, 5] = min(distance, _OBS_CAP)
     account_obs[i, 6] = state[i, LEVERAGE]
-    account_obs[i, 7] = state[i, RISK]
+    account_obs[i, 7] = min(state[i, RISK], _OBS_CAP)
 
 
 @numba.njit(cache=True)

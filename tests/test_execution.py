@@ -1,5 +1,7 @@
 """Exact accounting on hand-computed examples: fills, costs, stops, gaps, financing, liquidation."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -278,3 +280,18 @@ def test_a_new_leverage_within_the_resize_band_trades_nothing():
     assert np.isnan(kept["order_fill"]) and kept["traded_notional"] == 0.0
     _, _, _, _, jumped = banded.step(act(LONG, 2, 0))  # 5x: |5 - 1| > 0.6 x 5: it trades
     assert not np.isnan(jumped["order_fill"]) and jumped["exposure"] == pytest.approx(5, 0.02)
+
+
+def test_no_stop_is_a_risk_level_the_policy_sees_as_finite():
+    env = make_env(
+        [(100, 101, 99, 100), (100, 101, 99, 100), (100, 101, 60, 70), (70, 71, 69, 70)],
+        risk_levels=(0.05, math.inf),
+    )
+    for direction in (LONG, SHORT):
+        env.reset(seed=0)
+        observation, _, _, _, info = env.step(act(direction, 0, 1))
+        account = dict(zip(ex.ACCOUNT_FEATURES, observation["account"].tolist(), strict=True))
+        assert account["risk"] == 1.0 and account["stop_distance"] == 1.0
+        assert np.isfinite(observation["account"]).all()
+        _, _, _, _, info = env.step(act(direction, 0, 1))  # a 40% drop: no stop to hit
+        assert not info["stop_hit"]

@@ -302,3 +302,16 @@ def test_random_walk_references_trade_like_buy_and_hold():
         assert result.log_growth == pytest.approx(
             buy_and_hold_growth(series, config, tail), abs=0.05
         )
+
+
+@pytest.mark.filterwarnings("error")  # an inf / inf tie-break once turned every value into NaN
+@pytest.mark.parametrize("kind", ["crash_risk", "trend_regimes"])
+def test_references_take_no_stop_as_a_risk_level(kind):
+    series, tail = generate(kind, 1500, seed=1), range(700, 1500)
+    config = replace(EnvConfig(), risk_levels=(0.05, math.inf))
+    for actions in (
+        oracle_actions(series, config, start=tail.start),
+        ceiling_actions(series, config, start=tail.start),
+    ):
+        assert set(actions[:, 2].tolist()) <= {0, 1}
+        assert math.isfinite(run_actions(series, config, actions, tail).log_growth)

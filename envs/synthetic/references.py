@@ -144,7 +144,9 @@ class _Plan:
             self.fc, slice(None), opt.side, lev, fresh_distance, self.cost
         )
         # Ties (stops too far for noise or crashes to matter) go to the wider stop.
-        self.prefer_wide = (_TIE_BREAK * opt.risk / opt.risk.max()).tolist()  # [R]
+        # By rank, not size: `inf` (no stop) is a risk level.
+        rank = np.argsort(np.argsort(opt.risk))  # [R] 0 for the tightest stop
+        self.prefer_wide = (_TIE_BREAK * rank / max(len(rank) - 1, 1)).tolist()  # [R]
         # A held stop sits at any distance: tabulate a crash's value over distances [P, D].
         grid = np.arange(0.0, _DISTANCE_MAX + _DISTANCE_STEP / 2, _DISTANCE_STEP)  # [D]
         distances = np.broadcast_to(grid, (len(lev), len(grid)))  # [P, D]
