@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import save
 
 from envs import TradingEnv
 from envs.core import env_spaces
@@ -203,6 +205,25 @@ def test_a_model_file_holds_tensors_and_plain_metadata_and_loads_back(tmp_path):
         loaded.policy.predict(obs, deterministic=True)[0],
         again.predict(obs, deterministic=True)[0],
     )
+
+
+def test_a_header_length_that_starts_like_a_pickle_still_loads(tmp_path):
+    """A safetensors header of 128 + 256k bytes starts with 0x80, a pickle's first byte: such a
+    model file (one in 256 of a sweep's) was once refused as a pickle."""
+    path = trained_looking_run(tmp_path / "run")
+    saved = read_model_file(path)
+    with safe_open(str(path), framework="pt") as file:
+        metadata = file.metadata()
+    tensors = {"policy." + name: value for name, value in saved.policy.items()}
+    for pad in range(256):
+        data = save(tensors, {**metadata, "note": "x" * pad})
+        if data[0] == 0x80:
+            break
+    padded = tmp_path / "padded.safetensors"
+    padded.write_bytes(data)
+    again = read_model_file(padded)
+    assert data[0] == 0x80 and again.num_timesteps == 1234
+    assert all(torch.equal(again.policy[k], v) for k, v in saved.policy.items())
 
 
 def test_loading_leaves_the_global_random_state_alone(tmp_path):

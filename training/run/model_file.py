@@ -122,14 +122,21 @@ def read_model_file(path: Path) -> ModelFile:
     is read, as is a file that is not safetensors, another format or a later version.
     """
     with path.open("rb") as file:
-        head = file.read(1)
-    if zipfile.is_zipfile(path):
-        what = (
-            "an SB3 zip" if path.suffix == ".zip" else "a zip archive (an SB3 or torch.save file)"
-        )
-        raise ModelError(f"{path}: {what} {_PICKLED}; {_ONLY_OURS} (retrain the run)")
-    if head == b"\x80":  # a pickle's PROTO opcode (protocol 2 and later; torch.save's legacy)
-        raise ModelError(f"{path}: a pickle {_PICKLED}; {_ONLY_OURS} (retrain the run)")
+        head = file.read(9)
+    # safetensors starts with its header's length (u64, little-endian) and the header's "{". Only
+    # a file without that layout is named a zip or a pickle: a header length of 128 + 256k also
+    # starts with the byte that opens a pickle. safetensors never unpickles either way.
+    header_length = int.from_bytes(head[:8], "little")
+    if head[8:] != b"{" or 8 + header_length > path.stat().st_size:
+        if zipfile.is_zipfile(path):
+            what = (
+                "an SB3 zip"
+                if path.suffix == ".zip"
+                else "a zip archive (an SB3 or torch.save file)"
+            )
+            raise ModelError(f"{path}: {what} {_PICKLED}; {_ONLY_OURS} (retrain the run)")
+        if head[:1] == b"\x80":  # a pickle's PROTO opcode (protocol 2 and later; torch.save's)
+            raise ModelError(f"{path}: a pickle {_PICKLED}; {_ONLY_OURS} (retrain the run)")
     try:
         with safe_open(str(path), framework="pt", device="cpu") as file:
             metadata = file.metadata() or {}
