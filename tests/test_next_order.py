@@ -1,6 +1,7 @@
 """`training.evaluation.next_order.describe_order`: what the kernel does with an action."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ LEVERAGES = (1.0, 2.0, 5.0)
 RISKS = (0.02, 0.1)
 
 
-def core_ending_flat(resize_band: float = 0.0):
+def core_ending_flat(resize_band: float = 0.0, risks: tuple[float, ...] = RISKS):
     """Six moving bars, then three bars that open, trade and close at PRICE: a held position's
     stop is never reached there, and an order at the next open fills at the last close."""
     moving = [
@@ -27,7 +28,7 @@ def core_ending_flat(resize_band: float = 0.0):
         (101.0, 101.0, 99.0, 99.0),
     ]
     env = make_env(moving + [(PRICE,) * 4] * 3, slippage_bps=0.0, financing_rate_annual=0.0,
-                   borrow_fee_annual=0.0, leverage_levels=LEVERAGES, risk_levels=RISKS,
+                   borrow_fee_annual=0.0, leverage_levels=LEVERAGES, risk_levels=risks,
                    resize_band=resize_band)  # fmt: skip
     return env.core
 
@@ -42,10 +43,13 @@ def account_holding(core, action) -> Accounts:
     return accounts
 
 
-@pytest.mark.parametrize("resize_band", [0.0, 0.5])
-def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_band):
-    """With a band of 0.5, a position at 1x asked to go to 2x (|2 - 1| <= 0.5 x 2) stays."""
-    core = core_ending_flat(resize_band)
+@pytest.mark.parametrize(
+    ("resize_band", "risks"), [(0.0, RISKS), (0.5, RISKS), (0.0, (0.02, math.inf))]
+)
+def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_band, risks):
+    """With a band of 0.5, a position at 1x asked to go to 2x (|2 - 1| <= 0.5 x 2) stays. A
+    risk level of inf is no stop: orders say so, and changing to or from it only moves the stop."""
+    core = core_ending_flat(resize_band, risks)
     sizes = core.config.action_sizes  # (short, flat, long), 3 leverages, 2 risks
     every_action = list(itertools.product(*(range(n) for n in sizes)))
     flat = (core.config.flat_direction_index, 0, 0)
@@ -70,6 +74,11 @@ def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_ba
         elif kind == "move":
             assert np.isnan(fill) and after.units == held.units and after.stop != held.stop, case
             assert f"to {after.stop:,.6g} (risk {names['risk']:.0%})" in order, case
+        elif kind == "place":  # a stop on a position that had none
+            assert np.isnan(fill) and after.units == held.units and math.isinf(held.risk), case
+            assert f"a stop at {after.stop:,.6g} (risk {names['risk']:.0%})" in order, case
+        elif kind == "remove":
+            assert np.isnan(fill) and after.units == held.units and math.isinf(after.risk), case
         elif kind == "close":
             assert not np.isnan(fill) and after.units == 0.0 and held.units != 0.0, case
             assert f"close the {held.direction} position ({abs(held.units):,.6g} units)" in order
@@ -78,6 +87,10 @@ def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_ba
             verb = {"flat": "open", after.direction: "resize to"}.get(held.direction, "reverse to")
             assert order.startswith(f"{verb} {after.direction} {names['leverage']:g}x"), case
             assert f"about {abs(after.units):,.6g} units" in order, case
-            distance = abs(1.0 - state[ex.STOP] / state[ex.ENTRY])
-            assert f"stop {distance:.2%}" in order, case
-    assert seen == {"none:", "move", "close", "open", "resize", "reverse"}
+            if math.isinf(names["risk"]):
+                assert order.endswith("no stop"), case
+            else:
+                distance = abs(1.0 - state[ex.STOP] / state[ex.ENTRY])
+                assert f"stop {distance:.2%}" in order, case
+    changes = {"place", "remove"} if math.inf in risks else {"move"}
+    assert seen == {"none:", "close", "open", "resize", "reverse"} | changes

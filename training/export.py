@@ -50,7 +50,7 @@ from envs.features import FEATURE_NAMES
 from envs.market_data import time_labels
 from training.cli import reports_user_errors
 from training.config import RunConfig
-from training.run.atomic import write_atomic
+from training.run.atomic import json_safe, write_atomic
 from training.run.data import RunData
 
 FORMAT = "multihead-trading-policy"  # metadata `format`: what the file holds
@@ -94,7 +94,7 @@ def onnx_metadata(env: EnvConfig, adjust: bool) -> dict[str, str]:
         "format_version": FORMAT_VERSION,
         "direction_levels": list(env.direction_names),
         "leverage_levels": list(env.leverage_levels),
-        "risk_levels": list(env.risk_levels),
+        "risk_levels": list(env.risk_levels),  # null: no stop (risk level inf)
         "window": env.window,
         "feature_names": list(FEATURE_NAMES),
         "volume_window": env.volume_window,  # `compute_features(market, norm_window=...)`
@@ -102,7 +102,7 @@ def onnx_metadata(env: EnvConfig, adjust: bool) -> dict[str, str]:
         "account_features": list(ACCOUNT_FEATURES),
         "adjust": adjust,  # `load_market_data(..., adjust=...)`, as the run loaded its bars
     }
-    return {key: json.dumps(value) for key, value in meta.items()}
+    return {key: json.dumps(json_safe(value)) for key, value in meta.items()}
 
 
 def export_policy(policy: MultiHeadPolicy, env: EnvConfig, *, adjust: bool) -> bytes:

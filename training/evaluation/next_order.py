@@ -13,6 +13,7 @@ that action at the next open; a test holds it to the kernel itself.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -60,12 +61,13 @@ class NextOrder:
         if held.direction != "flat":
             holding = (
                 f"{held.direction} {abs(held.units):,.6g} units at {held.leverage:g}x, "
-                f"risk {held.risk:.0%}, entry {held.entry:,.6g}, stop {held.stop:,.6g}"
+                f"{_risk_text(held.risk)}, entry {held.entry:,.6g}"
+                + ("" if math.isinf(held.risk) else f", stop {held.stop:,.6g}")
             )
         shown = {
             "direction": action["direction"],
             "leverage": f"{action['leverage']:g}x",
-            "risk": f"{action['risk']:.0%}",
+            "risk": "no stop" if math.isinf(action["risk"]) else f"{action['risk']:.0%}",
         }
         width = max(len(text) for text in shown.values())
         idle = " (no effect while flat)" if action["direction"] == "flat" else ""
@@ -153,11 +155,24 @@ def describe_order(
         verb = "open" if held_side == 0 else "resize to" if side == held_side else "reverse to"
         units = leverage * max(held.equity, 0.0) / close
         below = "below" if side > 0 else "above"
+        stop = "no stop" if math.isinf(risk) else f"stop {risk / leverage:.2%} {below} the fill"
         return (
             f"{verb} {action['direction']} {leverage:g}x at the open: about {units:,.6g} units at "
-            f"the last close's price, stop {risk / leverage:.2%} {below} the fill"
+            f"the last close's price, {stop}"
         )
     if side != 0 and risk != held.risk:
+        if math.isinf(risk):
+            return f"remove the stop at {held.stop:,.6g}; no trade"
         stop = held.entry * (1.0 - side * risk / held.leverage)
-        return f"move the stop from {held.stop:,.6g} to {stop:,.6g} (risk {risk:.0%}); no trade"
+        verb = (
+            "place a stop at"
+            if math.isinf(held.risk)
+            else f"move the stop from {held.stop:,.6g} to"
+        )
+        return f"{verb} {stop:,.6g} ({_risk_text(risk)}); no trade"
     return "none: keep the position" if side != 0 else "none: stay flat"
+
+
+def _risk_text(risk: float) -> str:
+    """A risk level as the terminal shows it: "risk 5%", or "no stop" for `inf`."""
+    return "no stop" if math.isinf(risk) else f"risk {risk:.0%}"

@@ -78,17 +78,18 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 def write_json_atomic(path: Path, data: Any) -> Path:
     """Write a JSON file atomically (NaN and inf written as null)."""
-    text = json.dumps(_json_safe(data), indent=2)
+    text = json.dumps(json_safe(data), indent=2)
     return write_text_atomic(path, text + "\n")
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """`value` with NaN and inf floats as None (JSON null): strict JSON any reader takes."""
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return None
     if hasattr(value, "item"):  # numpy scalars
-        return _json_safe(value.item())
+        return json_safe(value.item())
     return value

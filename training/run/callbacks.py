@@ -41,7 +41,8 @@ class HeadMonitor(BaseCallback):
     """Logs what each decision head did in the last rollout, under `heads/<name>/...`.
 
     Per head: a histogram of its actions, its mean entropy on the rollout's observations, and the
-    share of each action; plus the mean chosen leverage and risk (while in a position).
+    share of each action (`share_no_stop` for an `inf` risk level); plus the mean chosen
+    leverage (while in a position) and risk (while in a position with a stop).
     """
 
     def __init__(self, env_config: EnvConfig) -> None:
@@ -65,15 +66,16 @@ class HeadMonitor(BaseCallback):
         risks = np.asarray(config.risk_levels)[risk]
         if in_position.any():
             self.logger.record("heads/leverage/mean", float(levels[in_position].mean()))
-            self.logger.record("heads/risk/mean_pct", float(risks[in_position].mean() * 100))
+        with_stop = in_position & np.isfinite(risks)  # inf is no stop: its share below
+        if with_stop.any():
+            self.logger.record("heads/risk/mean_pct", float(risks[with_stop].mean() * 100))
         for index, level in enumerate(config.leverage_levels):
             self.logger.record(
                 f"heads/leverage/share_{level:g}x", float(np.mean(leverage == index))
             )
         for index, level in enumerate(config.risk_levels):
-            self.logger.record(
-                f"heads/risk/share_{level * 100:g}pct", float(np.mean(risk == index))
-            )
+            label = f"{level * 100:g}pct" if np.isfinite(level) else "no_stop"
+            self.logger.record(f"heads/risk/share_{label}", float(np.mean(risk == index)))
         for name, entropy in self._entropies(buffer).items():
             self.logger.record(f"heads/{name}/entropy", entropy)
 
