@@ -59,3 +59,30 @@ def test_ctrl_c_stops_training_with_a_resume_hint_and_no_traceback(tmp_path):
     assert "Traceback" not in stderr
     assert f"continue with: python -m training.train --resume {run}" in stderr
     assert "newest checkpoint" in stderr
+
+
+WARNS = """
+import warnings
+from training.cli import reports_user_errors
+
+@reports_user_errors()
+def main(argv=None):
+    warnings.warn("data.adjust: no adjusted close in x.csv; used as they are", stacklevel=1)
+    warnings.warn("old API", DeprecationWarning, stacklevel=1)
+    return 0
+
+default = warnings.formatwarning
+status = main([])
+assert warnings.formatwarning is default
+raise SystemExit(status)
+"""
+
+
+def test_a_note_for_the_user_is_one_line_and_others_keep_their_format():
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", WARNS], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    err = done.stderr.splitlines()
+    assert err[0] == "warning: data.adjust: no adjusted close in x.csv; used as they are"
+    assert "DeprecationWarning: old API" in err[1]

@@ -2,16 +2,20 @@
 
 Output piped into a reader that stops early (``| head``) ends the command quietly, with the
 status a shell gives a process stopped by SIGPIPE (141), instead of a BrokenPipeError traceback;
-Ctrl-C ends it with one line and the status of SIGINT (130).
+Ctrl-C ends it with one line and the status of SIGINT (130). A note for the user (a
+`UserWarning`, e.g. a file without an adjusted close) prints as one `warning: ...` line, without
+the source line Python's default format adds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -42,7 +46,8 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
         @functools.wraps(main)
         def wrapped(argv: Sequence[str] | None = None) -> int:
             try:
-                return main(argv)
+                with _one_line_user_warnings():
+                    return main(argv)
             except user_errors as error:
                 print(f"error: {error}", file=sys.stderr)
             except FileNotFoundError as error:
@@ -60,6 +65,29 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
         return wrapped
 
     return decorate
+
+
+@contextlib.contextmanager
+def _one_line_user_warnings() -> Iterator[None]:
+    """Inside, a plain `UserWarning` prints as `warning: <message>`; others as Python does."""
+    default = warnings.formatwarning
+
+    def format_warning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        line: str | None = None,
+    ) -> str:
+        if category is UserWarning:
+            return f"warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = format_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = default
 
 
 def add_model_and_data_arguments(parser: argparse.ArgumentParser) -> None:

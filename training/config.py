@@ -161,7 +161,9 @@ class PPOConfig:
     vf_coef: float = 0.5  # weight of the value loss
     max_grad_norm: float = 0.5  # clip on the global gradient norm
     target_kl: float | None = None  # stop an update's epochs early past this KL; None: never
-    normalize_reward: bool = False  # scale rewards by a running std of returns (SB3 VecNormalize)
+    # Scale rewards by a running std of returns (SB3 VecNormalize). Its running statistics are
+    # not in the model file: `--resume` starts them afresh.
+    normalize_reward: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
