@@ -67,7 +67,7 @@ class NextOrder:
         shown = {
             "direction": action["direction"],
             "leverage": f"{action['leverage']:g}x",
-            "risk": "no stop" if math.isinf(action["risk"]) else f"{action['risk']:.0%}",
+            "risk": _risk_level(action["risk"]),
         }
         width = max(len(text) for text in shown.values())
         idle = " (no effect while flat)" if action["direction"] == "flat" else ""
@@ -173,6 +173,11 @@ def describe_order(
     return "none: keep the position" if side != 0 else "none: stay flat"
 
 
+def _risk_level(risk: float) -> str:
+    """A risk level as a head's choice reads: "5%", or "no stop" for `inf`."""
+    return "no stop" if math.isinf(risk) else f"{risk:.0%}"
+
+
 def _risk_text(risk: float) -> str:
-    """A risk level as the terminal shows it: "risk 5%", or "no stop" for `inf`."""
-    return "no stop" if math.isinf(risk) else f"risk {risk:.0%}"
+    """A risk level in a sentence: "risk 5%", or "no stop" for `inf`."""
+    return "no stop" if math.isinf(risk) else f"risk {_risk_level(risk)}"

@@ -69,8 +69,9 @@ def report_figure(records: dict[str, pd.DataFrame], title: str) -> Figure:
                      color="tab:orange")  # fmt: skip
     leverage_ax.set_ylabel("leverage (x)")
     leverage_ax.legend(loc="upper left")
-    risk_ax.plot(time, agent["risk"].where(in_position) * 100.0, **steps)  # inf: not drawn
-    no_stop = bool(np.isinf(agent["risk"].where(in_position)).any())
+    held_risk = agent["risk"].where(in_position)
+    risk_ax.plot(time, held_risk * 100.0, **steps)  # inf: not drawn
+    no_stop = bool(np.isinf(held_risk).any())
     risk_ax.set_ylabel("risk (%), gaps: no stop" if no_stop else "risk (%)")
     for ax in axes:
         ax.grid(alpha=0.3)
