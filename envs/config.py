@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from envs.features import feature_names
+
 RewardKind = Literal["log_return", "differential_sharpe", "drawdown_penalty"]
 HEAD_NAMES = ("direction", "leverage", "risk")  # the action's dimensions in order, one head each
 DIRECTION_SIDES = {"short": -1, "flat": 0, "long": 1}  # `direction` level -> position side
@@ -36,10 +38,12 @@ class EnvConfig:
     turnover_penalty: float = 0.0  # reward only, any kind: minus this x order notional / equity
     resize_band: float = 0.0  # a new leverage resizes only if held exposure is off by > band x it
     volume_window: int = 64  # past bars used to normalise volume and volatility (causal)
+    momentum_horizons: tuple[int, ...] = ()  # bars of each `momentum_<h>` feature (envs.features)
 
     def __post_init__(self) -> None:
         self.leverage_levels = tuple(float(x) for x in self.leverage_levels)
         self.risk_levels = tuple(float(x) for x in self.risk_levels)
+        self.momentum_horizons = tuple(self.momentum_horizons)
         self.validate()
 
     def validate(self) -> None:
@@ -88,10 +92,24 @@ class EnvConfig:
             ("turnover_penalty", self.turnover_penalty >= 0, "a number >= 0"),
             ("resize_band", 0 <= self.resize_band < 1, "a number in [0, 1)"),
             ("volume_window", self.volume_window >= 2, "an integer >= 2"),
+            (
+                "momentum_horizons",
+                all(
+                    isinstance(h, int) and not isinstance(h, bool) and h >= 1
+                    for h in self.momentum_horizons
+                )
+                and len(set(self.momentum_horizons)) == len(self.momentum_horizons),
+                "a list of distinct integers >= 1",
+            ),
         ]
         for key, ok, expected in checks:
             if not ok:
                 raise ValueError(f"env.{key}: expected {expected}, got {getattr(self, key)!r}")
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """Names of the market features per bar, in observation order (`envs.features`)."""
+        return feature_names(self.momentum_horizons)
 
     @property
     def direction_names(self) -> tuple[str, ...]:

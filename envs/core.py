@@ -15,7 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from envs import execution as ex
 from envs.config import EnvConfig
-from envs.features import CLIP, FEATURE_NAMES, compute_features
+from envs.features import CLIP, compute_features
 from envs.market_data import DataError, MarketData, load_market_data
 from envs.sharpe import sharpe_from_sums
 
@@ -37,7 +37,9 @@ def env_spaces(config: EnvConfig) -> tuple[spaces.Dict, spaces.MultiDiscrete]:
     """
     observation = spaces.Dict(
         {
-            "market": spaces.Box(-CLIP, CLIP, (config.window, len(FEATURE_NAMES)), np.float32),
+            "market": spaces.Box(
+                -CLIP, CLIP, (config.window, len(config.feature_names)), np.float32
+            ),
             "account": spaces.Box(-np.inf, np.inf, (ex.N_ACCOUNT,), np.float32),
         }
     )
@@ -143,7 +145,9 @@ class TradingCore:
         self.end_bars = np.asarray(end, dtype=np.int64)  # [K]
         self.features = np.concatenate(
             [
-                compute_features(market, config.volume_window, self.bars_per_year)
+                compute_features(
+                    market, config.volume_window, self.bars_per_year, config.momentum_horizons
+                )
                 for market in self.markets
             ]
         )  # [T, F]

@@ -1,8 +1,10 @@
 """Causal per-bar features of a `MarketData`, computed once before an environment steps.
 
 Row t uses bars 0..t only. The four price features are log prices relative to the previous close,
-divided by a causal volatility and clipped; volume is a causal z-score of log volume; the last two
-give the volatility's own level, which the scaled price features hide:
+divided by a causal volatility and clipped; volume is a causal z-score of log volume; the next two
+give the volatility's own level, which the scaled price features hide; an optional momentum
+feature per horizon h (`EnvConfig.momentum_horizons`) gives the trend over h bars, which may reach
+far beyond the observation's window:
 
 | feature            | raw value (bar t, c_{-1} := o_0)  | scale                               |
 |--------------------|-----------------------------------|-------------------------------------|
@@ -13,6 +15,7 @@ give the volatility's own level, which the scaled price features hide:
 | `volume`           | log(1 + v_t)                      | rolling z-score, clipped to +-10    |
 | `volatility`       | log(vol_t * sqrt(bars_per_year))  | none (annualised level), clipped    |
 | `volatility_trend` | log(vol_t / long_vol_t)           | none, clipped to +-10               |
+| `momentum_<h>`     | log(c_t / c_{t-h})                | / (vol_t sqrt(n)), clipped to +-10  |
 
 vol_t is the root mean square of `close_return` over the last `norm_window` bars including t
 (fewer bars before that), floored at `VOLATILITY_FLOOR`. It departs from a rolling standard
@@ -30,6 +33,12 @@ spell the windows look alike. Growth-optimal leverage scales with drift / varian
 stop distance with volatility, so the `leverage` and `risk` heads need the level itself:
 `volatility` is it, annualised so that daily and hourly data read alike (about -1.6 for 20% a
 year), and `volatility_trend` says whether it is rising (> 0) or falling against a longer past.
+
+Why momentum: a trend shows only in the sum of many small returns, and the sum over h bars of
+returns with volatility vol_t has a noise of about vol_t sqrt(h). `momentum_<h>` divides by that,
+so it reads as a t-statistic of the drift over the last h bars (about N(0, 1) without one), the
+normalised time-series momentum signal of the literature (Moskowitz, Ooi and Pedersen 2012; Lim,
+Zohren and Roberts 2019). Before bar h - 1 it covers the n = t + 1 bars there are (c_{-1} := o_0).
 """
 
 from __future__ import annotations
@@ -54,10 +63,19 @@ VOLUME_STD_FLOOR = 1e-2  # log-volume units: near-constant volume is not blown u
 LONG_WINDOW_FACTOR = 4  # `volatility_trend` compares vol_t with the vol of 4x as many bars
 
 
+def feature_names(momentum_horizons: tuple[int, ...] = ()) -> tuple[str, ...]:
+    """The feature columns `compute_features` returns for these momentum horizons, in order."""
+    return FEATURE_NAMES + tuple(f"momentum_{h}" for h in momentum_horizons)
+
+
 def compute_features(
-    market: MarketData, norm_window: int = 64, bars_per_year: float | None = None
+    market: MarketData,
+    norm_window: int = 64,
+    bars_per_year: float | None = None,
+    momentum_horizons: tuple[int, ...] = (),
 ) -> np.ndarray:
-    """Causal features of every bar, [T, len(FEATURE_NAMES)] float32, C-contiguous, finite.
+    """Causal features of every bar, [T, len(feature_names(momentum_horizons))] float32,
+    C-contiguous, finite.
 
     Args:
         market: validated bars (positive prices, volume >= 0).
@@ -65,9 +83,12 @@ def compute_features(
             z-score; earlier bars use the bars there are.
         bars_per_year: annualises `volatility`; None: the bars per year observed in `market`
             (`MarketData.bars_per_year`), as an environment does without `env.bars_per_year`.
+        momentum_horizons: bars h of each `momentum_<h>` column (each >= 1), appended in order.
     """
     if norm_window < 2:
         raise ValueError(f"norm_window must be >= 2, got {norm_window}")
+    if any(h < 1 for h in momentum_horizons):
+        raise ValueError(f"momentum horizons must be >= 1, got {list(momentum_horizons)}")
     previous_close = np.concatenate([market.open[:1], market.close[:-1]])
     prices = np.column_stack([market.close, market.open, market.high, market.low])  # [T, 4]
     log_moves = np.log(prices) - np.log(previous_close)[:, None]  # [T, 4]
@@ -75,11 +96,19 @@ def compute_features(
         bars_per_year = market.bars_per_year()
     volatility = _rolling_rms(log_moves[:, 0], norm_window)  # [T]
     long_volatility = _rolling_rms(log_moves[:, 0], LONG_WINDOW_FACTOR * norm_window)  # [T]
-    features = np.empty((len(market), len(FEATURE_NAMES)), dtype=np.float32)
+    names = feature_names(momentum_horizons)
+    features = np.empty((len(market), len(names)), dtype=np.float32)
     features[:, :4] = np.clip(log_moves / volatility[:, None], -CLIP, CLIP)
     features[:, 4] = np.clip(_rolling_zscore(np.log1p(market.volume), norm_window), -CLIP, CLIP)
     features[:, 5] = np.clip(np.log(volatility * np.sqrt(bars_per_year)), -CLIP, CLIP)
     features[:, 6] = np.clip(np.log(volatility / long_volatility), -CLIP, CLIP)
+    log_close = np.concatenate([[0.0], np.cumsum(log_moves[:, 0])])  # [T + 1]: log(c_t / o_0)
+    bar = np.arange(len(market))  # [T]
+    for column, h in enumerate(momentum_horizons, start=len(FEATURE_NAMES)):
+        start = np.maximum(bar + 1 - h, 0)  # [T]: log_close index of c_{t-h} (0 is o_0)
+        trend = log_close[bar + 1] - log_close[start]  # [T]: log(c_t / c_{t-h})
+        noise = volatility * np.sqrt(bar + 1 - start)  # [T]
+        features[:, column] = np.clip(trend / noise, -CLIP, CLIP)
     return features
 
 

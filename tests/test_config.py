@@ -180,6 +180,14 @@ def test_none_able_fields(tmp_path: Path) -> None:
 def test_dataclass_own_validation_becomes_config_error(tmp_path: Path) -> None:
     path = write(tmp_path, "env:\n  window: 1\n")
     assert error(path) == f"{path}: env.window: expected an integer >= 2, got 1"
+    path = write(tmp_path, "env:\n  momentum_horizons: [64, 64]\n")
+    assert error(path) == (
+        f"{path}: env.momentum_horizons: expected a list of distinct integers >= 1, got (64, 64)"
+    )
+    assert load_config(None, ["env.momentum_horizons=[16,64]"]).env.feature_names[-2:] == (
+        "momentum_16",
+        "momentum_64",
+    )
     path = write(tmp_path, "env:\n  maintenance_margin: 0.3\n")
     assert error(path).startswith(f"{path}: env.maintenance_margin: expected ")
     path = write(tmp_path, "ppo:\n  batch_size: 100\n")

@@ -44,7 +44,9 @@ session = ort.InferenceSession("agent.onnx")
 meta = {k: json.loads(v) for k, v in session.get_modelmeta().custom_metadata_map.items()}
 
 bars = load_market_data("data/gymanytrading_GOOGL_daily.csv", adjust=meta["adjust"])
-features = compute_features(bars, meta["volume_window"], meta["bars_per_year"])  # [T, F]
+features = compute_features(  # [T, F]
+    bars, meta["volume_window"], meta["bars_per_year"], tuple(meta["momentum_horizons"])
+)
 market = features[None, -meta["window"] :]  # [1, W, F]: the window ending at the last bar
 account = np.zeros((1, len(meta["account_features"])), np.float32)  # a flat account
 heads = ("direction", "leverage", "risk")

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.features import CLIP, FEATURE_NAMES, compute_features
+from envs.features import CLIP, FEATURE_NAMES, compute_features, feature_names
 from envs.market_data import MarketData, load_market_data
 
 REAL = [
@@ -90,6 +90,47 @@ def test_hand_computed_values():
     assert features[0, 1] == 0.0  # the first bar opens at its own "previous close"
 
 
+def test_momentum_hand_computed():
+    """momentum_h = log(c_t / c_{t-h}) / (vol_t sqrt(n)), n = bars covered (c_{-1} := o_0)."""
+    market = market_of(
+        open_=[100.0, 101.0, 99.0, 98.0],
+        high=[102.0, 103.0, 100.0, 99.0],
+        low=[99.0, 100.0, 97.0, 96.0],
+        close=[101.0, 102.0, 98.0, 97.0],
+    )
+    features = compute_features(market, norm_window=2, momentum_horizons=(1, 2, 8))
+    assert features.shape == (4, len(FEATURE_NAMES) + 3)
+    close = np.array([100.0, 101.0, 102.0, 98.0, 97.0])  # c_{-1} := o_0, then the closes
+    squares = np.log(close[1:] / close[:-1]) ** 2
+    volatility = np.sqrt([squares[0], *(squares[i - 1 : i + 1].mean() for i in (1, 2, 3))])
+    t = np.arange(4)
+    for column, h in enumerate((1, 2, 8), start=len(FEATURE_NAMES)):
+        n = np.minimum(h, t + 1)
+        expected = np.log(close[t + 1] / close[t + 1 - n]) / (volatility * np.sqrt(n))
+        np.testing.assert_allclose(features[:, column], expected, rtol=1e-6)
+    # A one-bar momentum is the close return itself.
+    np.testing.assert_allclose(features[:, len(FEATURE_NAMES)], features[:, 0], rtol=1e-6)
+
+
+def test_momentum_reads_a_trend_the_window_cannot_hold():
+    """A slow drift the size of the noise per 256 bars: momentum_256 finds it, a bar's return not."""
+    rng = np.random.default_rng(1)
+    up = 100 * np.exp(np.cumsum(rng.normal(0.002, 0.01, 1500)))
+    down = 100 * np.exp(np.cumsum(rng.normal(-0.002, 0.01, 1500)))
+    up_features, down_features = (
+        compute_features(market_from_closes(c), momentum_horizons=(256,))[400:] for c in (up, down)
+    )
+    assert np.median(up_features[:, -1]) > 2 > -2 > np.median(down_features[:, -1])  # ~ +-3.2
+    assert abs(np.median(up_features[:, 0]) - np.median(down_features[:, 0])) < 0.5
+
+
+def test_feature_names_follow_the_momentum_horizons():
+    assert feature_names() == FEATURE_NAMES
+    assert feature_names((5, 20)) == (*FEATURE_NAMES, "momentum_5", "momentum_20")
+    with pytest.raises(ValueError, match="momentum horizons must be >= 1"):
+        compute_features(market_from_closes(np.ones(5)), momentum_horizons=(0,))
+
+
 def test_flat_prices_and_zero_volume_give_zeros():
     features = compute_features(market_of(*[np.full(50, 7.0)] * 4), norm_window=10)
     np.testing.assert_array_equal(features[:, :5], np.zeros((50, 5), dtype=np.float32))
@@ -147,8 +188,9 @@ volumes = st.floats(min_value=0.0, max_value=1e9, allow_nan=False, allow_infinit
     changed=st.lists(prices, min_size=60, max_size=60),
     cut=st.integers(min_value=0, max_value=58),
     norm_window=st.integers(min_value=2, max_value=20),
+    horizons=st.lists(st.integers(min_value=1, max_value=70), max_size=3, unique=True),
 )
-def test_no_look_ahead(closes, volume, changed, cut, norm_window):
+def test_no_look_ahead(closes, volume, changed, cut, norm_window, horizons):
     """Changing every bar after ``cut`` changes no feature row <= ``cut``."""
     n = len(closes)
     cut = min(cut, n - 2)
@@ -156,7 +198,7 @@ def test_no_look_ahead(closes, volume, changed, cut, norm_window):
     new_closes = np.array(closes[: cut + 1] + changed[: n - cut - 1])
     new_volume = np.concatenate([volume[: cut + 1], np.array(changed[: n - cut - 1]) * 7])
     other = market_from_closes(new_closes, new_volume)
-    before = compute_features(base, norm_window)
-    after = compute_features(other, norm_window)
+    before = compute_features(base, norm_window, momentum_horizons=tuple(horizons))
+    after = compute_features(other, norm_window, momentum_horizons=tuple(horizons))
     np.testing.assert_array_equal(before[: cut + 1], after[: cut + 1])
     assert np.isfinite(before).all() and np.isfinite(after).all()

@@ -64,6 +64,13 @@ def test_make_accepts_a_path_a_frame_or_loaded_data(source):
     assert env.observation_space.contains(obs)
 
 
+def test_momentum_horizons_add_one_feature_each():
+    env = TradingEnv(GOOGL, momentum_horizons=(16, 256), **SMALL)
+    obs, _ = env.reset(seed=0)
+    assert obs["market"].shape == (SMALL["window"], 9) and env.observation_space.contains(obs)
+    assert env.config.feature_names[-2:] == ("momentum_16", "momentum_256")
+
+
 def test_long_only_drops_short():
     env = TradingEnv(GOOGL, long_only=True, **SMALL)
     assert env.action_space.nvec.tolist() == [2, 4, 4]

@@ -46,7 +46,6 @@ from agent import MultiHeadPolicy
 from envs import EnvConfig, MarketData, TradingEnv
 from envs.config import HEAD_NAMES
 from envs.execution import ACCOUNT_FEATURES
-from envs.features import FEATURE_NAMES
 from envs.market_data import time_labels
 from training.cli import reports_user_errors
 from training.config import RunConfig
@@ -96,9 +95,10 @@ def onnx_metadata(env: EnvConfig, adjust: bool) -> dict[str, str]:
         "leverage_levels": list(env.leverage_levels),
         "risk_levels": list(env.risk_levels),  # null: no stop (risk level inf)
         "window": env.window,
-        "feature_names": list(FEATURE_NAMES),
+        "feature_names": list(env.feature_names),
         "volume_window": env.volume_window,  # `compute_features(market, norm_window=...)`
         "bars_per_year": env.bars_per_year,  # `compute_features`'s; null: the data's own
+        "momentum_horizons": list(env.momentum_horizons),  # `compute_features`'s
         "account_features": list(ACCOUNT_FEATURES),
         "adjust": adjust,  # `load_market_data(..., adjust=...)`, as the run loaded its bars
     }
@@ -113,7 +113,7 @@ def export_policy(policy: MultiHeadPolicy, env: EnvConfig, *, adjust: bool) -> b
         env: the run's env config: levels, window and feature normalisation of the metadata.
         adjust: whether the run split-adjusted its prices (`RunConfig.data.adjust`).
     """
-    market_shape = (env.window, len(FEATURE_NAMES))
+    market_shape = (env.window, len(env.feature_names))
     expected = (market_shape, (len(ACCOUNT_FEATURES),), env.action_sizes)
     space = cast(spaces.Dict, policy.observation_space)
     levels = cast(spaces.MultiDiscrete, policy.action_space).nvec
