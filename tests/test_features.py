@@ -113,7 +113,7 @@ def test_momentum_hand_computed():
 
 
 def test_momentum_reads_a_trend_the_window_cannot_hold():
-    """A slow drift the size of the noise per 256 bars: momentum_256 finds it, a bar's return not."""
+    """A drift of ~3 noise-sds per 256 bars: momentum_256 finds it, one bar's return does not."""
     rng = np.random.default_rng(1)
     up = 100 * np.exp(np.cumsum(rng.normal(0.002, 0.01, 1500)))
     down = 100 * np.exp(np.cumsum(rng.normal(-0.002, 0.01, 1500)))
