@@ -32,7 +32,7 @@ equity a year.
 Usage:
     python benchmarks/learning.py [--quick] [--config configs/default.yaml] [--set k=v ...]
         [--seeds 0 1 2 3 4] [--kinds trend_regimes ...] [--timesteps N] [--jobs 2]
-        [--out runs/learning-<time>] [--real] [--folds 3] [--configs-tried N] [--fresh-series 4]
+        [--out runs/learning-<time>] [--real] [--folds 3] [--configs-tried N] [--fresh-series 8]
 
 `--quick` (a few minutes on 2 cores): 2 seeds, 40k timesteps, a short real walk-forward. Runs
 go to `--out`; the tables are printed and written to `<out>/learning.json`. `--rescore OUT` trains
@@ -62,6 +62,7 @@ sys.path.insert(0, str(REPO))
 
 N_TRAIN, N_VALIDATION, N_TAIL = 3000, 1000, 3000  # bars of each synthetic series, in order
 FRESH_SEED = 10_000  # fresh series k of a kind has seed FRESH_SEED + k, the same for every run
+FRESH_SERIES = 8  # fresh series each agent is scored on by default (--quick: 2)
 KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "mean_reversion", "crash_risk")
 
 
@@ -407,7 +408,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--fresh-series",
         type=int,
-        help="unseen series of its kind each agent is also scored on (default 4; quick: 1)",
+        help="unseen series of its kind each agent is also scored on (default 8; quick: 2)",
     )
     parser.add_argument(
         "--configs-tried", type=int, default=1, help="configurations tried so far (for DSR)"
@@ -418,7 +419,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rescore:
-        n_fresh = args.fresh_series if args.fresh_series is not None else 4
+        n_fresh = FRESH_SERIES if args.fresh_series is None else args.fresh_series
         return rescore(args.rescore, n_fresh, args.jobs)
     seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2, 3, 4])
     overrides = list(args.overrides)
@@ -431,7 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or REPO / "runs" / f"learning-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     kinds = [] if args.real_only else args.kinds
-    fresh_series = args.fresh_series if args.fresh_series is not None else (1 if args.quick else 4)
+    fresh_series = args.fresh_series
+    if fresh_series is None:
+        fresh_series = 2 if args.quick else FRESH_SERIES
     jobs = [
         Job(kind, seed, args.config, tuple(overrides), str(out / "synthetic"), fresh_series)
         for seed in seeds
