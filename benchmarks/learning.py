@@ -102,7 +102,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
     history = read_validation_history(run)
     splits = split.splits[0]
     tail = splits.test
-    # Each reference tunes its knobs on the training bars once, and keeps them on fresh series.
+    # Each reference tunes its knobs on the training bars, never on the tail.
     knobs = {rule: tune_knobs(series, cfg.env, rule, splits.train) for rule in REFERENCES}
     references = {}
     for rule in REFERENCES:
@@ -114,7 +114,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
 
     agent, hold = growth("agent"), growth("buy_and_hold")
     edge = references["ceiling"] - hold
-    fresh = score_on_fresh_series(job.kind, job.seed, run.root, job.fresh_series, knobs)
+    fresh = score_on_fresh_series(job.kind, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
     chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
     return {
@@ -153,42 +153,38 @@ def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
     return series, split_calendar([series.market], validation=N_VALIDATION / n, test=N_TAIL / n)
 
 
-def score_on_fresh_series(
-    kind: str, seed: int, run_root: Path, n_fresh: int, knobs: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The agent trained on series (`kind`, `seed`) in `run_root`, buy-and-hold and the
-    references on `n_fresh` new series of its kind.
+def score_on_fresh_series(kind: str, run_root: Path, n_fresh: int) -> dict[str, Any]:
+    """The agent trained in `run_root` on a series of `kind`, scored on `n_fresh` new series of its
+    kind, against buy-and-hold and the references there.
 
-    One tail of 3,000 bars is a noisy yardstick: on crash risk, the count of crashes in it alone
-    moves a 2x long's log growth by ~1.3 (one standard deviation), more than the oracle's
-    expected edge. The generator is known, so the agent (its best model, as the test backtest
-    uses) is also scored on the same bars of fresh series of its kind that it never saw, seeds
-    ``FRESH_SEED + k``, the same for every run and config (paired comparisons). The references
-    keep the knobs tuned on the agent's training bars (`knobs`, else tuned here). ``share_fresh``
-    pools the growths over the fresh series: ``sum(g_agent - g_bh) / sum(g_ceiling - g_bh)``.
+    One tail of 3,000 bars is a noisy yardstick: on crash risk, the ceiling's edge over
+    buy-and-hold is 0.19 +- 0.19 of log growth per tail (benchmarks/RESULTS.md). The generator is
+    known, so the agent (its best model, as the test backtest uses) is also scored on the tails of
+    fresh series of its kind, seeds ``FRESH_SEED + k``, the same for every run and config: paired
+    comparisons. Each fresh series is a whole series like the agent's own, and the references
+    tune their knobs on its training bars, so their figures depend on the kind and the env
+    config only (`fresh_references`). ``share_fresh`` pools over the fresh series:
+    ``sum(g_agent - g_bh) / sum(g_ceiling - g_bh)``.
     """
     if n_fresh == 0:
         return {}
-    from envs.synthetic import buy_and_hold_growth, generate, rule_actions, run_actions, tune_knobs
     from training.evaluation.backtest import agent_metrics, evaluation_env
     from training.run.folder import load_model
 
     model = load_model(run_root)
     env_config = model.config.env  # the run's, with the bars per year it trained under
-    trained_on, split = synthetic_series(kind, seed)
-    if knobs is None:
-        train = split.splits[0].train
-        knobs = {rule: tune_knobs(trained_on, env_config, rule, train) for rule in REFERENCES}
-    tail = split.splits[0].test
-    growths: dict[str, list[float]] = {"agent": [], "buy_and_hold": [], **{r: [] for r in knobs}}
+    growths: dict[str, list[float]] = {
+        "agent": [],
+        "buy_and_hold": [],
+        **{r: [] for r in REFERENCES},
+    }
     for k in range(n_fresh):
-        series = generate(kind, N_TRAIN + N_VALIDATION + N_TAIL, FRESH_SEED + k)
+        series, split = synthetic_series(kind, FRESH_SEED + k)
+        tail = split.splits[0].test
         metrics = agent_metrics(model.policy, evaluation_env(series.market, env_config, tail))
         growths["agent"].append(math.log1p(metrics["total_return_pct"] / 100.0))
-        growths["buy_and_hold"].append(buy_and_hold_growth(series, env_config, tail))
-        for rule, rule_knobs in knobs.items():
-            actions = rule_actions(series, env_config, rule, rule_knobs, start=tail.start)
-            growths[rule].append(run_actions(series, env_config, actions, tail).log_growth)
+        for name, value in fresh_references(kind, k, env_config).items():
+            growths[name].append(value)
     gained = sum(a - b for a, b in zip(growths["agent"], growths["buy_and_hold"], strict=True))
     edge = sum(c - b for c, b in zip(growths["ceiling"], growths["buy_and_hold"], strict=True))
     return {
@@ -196,6 +192,27 @@ def score_on_fresh_series(
         "excess_growth_fresh": gained / n_fresh,
         **{f"growth_{name}_fresh": values for name, values in growths.items()},
     }
+
+
+_FRESH_REFERENCES: dict[tuple[str, int, str], dict[str, float]] = {}  # one process's cache
+
+
+def fresh_references(kind: str, k: int, env_config: Any) -> dict[str, float]:
+    """Log growth on the tail of fresh series k of `kind`: buy-and-hold, oracle and ceiling
+    (knobs tuned on the series' own training bars). Cached per process."""
+    from envs.synthetic import buy_and_hold_growth, rule_actions, run_actions, tune_knobs
+
+    key = (kind, k, repr(env_config))
+    if key not in _FRESH_REFERENCES:
+        series, split = synthetic_series(kind, FRESH_SEED + k)
+        train, tail = split.splits[0].train, split.splits[0].test
+        found = {"buy_and_hold": buy_and_hold_growth(series, env_config, tail)}
+        for rule in REFERENCES:
+            knobs = tune_knobs(series, env_config, rule, train)
+            actions = rule_actions(series, env_config, rule, knobs, start=tail.start)
+            found[rule] = run_actions(series, env_config, actions, tail).log_growth
+        _FRESH_REFERENCES[key] = found
+    return _FRESH_REFERENCES[key]
 
 
 def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]:
@@ -509,7 +526,7 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    return score_on_fresh_series(result["kind"], result["seed"], Path(result["run"]), n_fresh)
+    return score_on_fresh_series(result["kind"], Path(result["run"]), n_fresh)
 
 
 def write_and_print(report: dict[str, Any], path: Path) -> int:
@@ -519,8 +536,8 @@ def write_and_print(report: dict[str, Any], path: Path) -> int:
     tmp.replace(path)
     results, real, config = report["synthetic"], report["real"], report["config"]
     if results:
-        seconds = report.get("seconds", math.nan)
-        print(f"\nsynthetic series, median / worst over seeds ({seconds:.0f} s in all):")
+        took = f" ({report['seconds']:.0f} s in all)" if "seconds" in report else ""
+        print(f"\nsynthetic series, median / worst over seeds{took}:")
         print(synthetic_table(results))
         print(
             "\nheld exposure and chosen leverage by hidden state (trend: 0 down, 1 up; "
