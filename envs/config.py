@@ -3,6 +3,7 @@ the names of the action's parts, which every other package imports from here."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -91,6 +92,13 @@ class EnvConfig:
             ("drawdown_penalty", self.drawdown_penalty >= 0, "a number >= 0"),
             ("turnover_penalty", self.turnover_penalty >= 0, "a number >= 0"),
             ("resize_band", 0 <= self.resize_band < 1, "a number in [0, 1)"),
+            (
+                "resize_band",
+                self.resize_band < self.max_resize_band,
+                f"a number < {self.max_resize_band:g} with leverage_levels "
+                f"{list(self.leverage_levels)} (a held position resizes to a higher level only "
+                "when the gap exceeds band x that level, so a wider band blocks a step up)",
+            ),
             ("volume_window", self.volume_window >= 2, "an integer >= 2"),
             (
                 "momentum_horizons",
@@ -105,6 +113,17 @@ class EnvConfig:
         for key, ok, expected in checks:
             if not ok:
                 raise ValueError(f"env.{key}: expected {expected}, got {getattr(self, key)!r}")
+
+    @property
+    def max_resize_band(self) -> float:
+        """The widest `resize_band` (exclusive) at which a held position can still be resized up
+        one leverage level: ``min(1 - lower / higher)`` over adjacent levels (1 for one level).
+
+        A held position at level ``a`` resizes to ``b`` when ``|b - a| > resize_band * b``, so with
+        levels 0.5, 1, 2 a band of 0.5 or more could never lift a 1x position to 2x.
+        """
+        levels = sorted(self.leverage_levels)
+        return min((1.0 - lo / hi for lo, hi in itertools.pairwise(levels)), default=1.0)
 
     @property
     def feature_names(self) -> tuple[str, ...]:

@@ -188,6 +188,12 @@ def test_dataclass_own_validation_becomes_config_error(tmp_path: Path) -> None:
         "momentum_16",
         "momentum_64",
     )
+    path = write(tmp_path, "env:\n  leverage_levels: [0.5, 1, 2]\n  resize_band: 0.5\n")
+    assert error(path).startswith(
+        f"{path}: env.resize_band: expected a number < 0.5 with leverage_levels [0.5, 1.0, 2.0] "
+    )  # at 0.5, a held 1x position could never be resized to 2x: |2 - 1| is not > 0.5 x 2
+    levels = load_config(None, ["env.leverage_levels=[1,1.25]"]).env
+    assert levels.max_resize_band == pytest.approx(0.2)
     path = write(tmp_path, "env:\n  maintenance_margin: 0.3\n")
     assert error(path).startswith(f"{path}: env.maintenance_margin: expected ")
     path = write(tmp_path, "ppo:\n  batch_size: 100\n")

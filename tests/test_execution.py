@@ -267,18 +267,18 @@ def test_the_turnover_penalty_shapes_the_reward_and_leaves_equity_alone():
 
 
 def test_a_new_leverage_within_the_resize_band_trades_nothing():
-    bars = [(100, 101, 99, 100)] * 2 + [(100, 120, 99, 120)] + [(120, 121, 119, 120)] * 3
-    no_band = dict(risk_levels=(1.0,), financing_rate_annual=0.0)
-    plain, banded = make_env(bars, **no_band), make_env(bars, resize_band=0.6, **no_band)
+    bars = [(100, 101, 99, 100)] * 2 + [(100, 200, 99, 200)] + [(200, 201, 199, 200)] * 3
+    no_band = dict(risk_levels=(0.9,), financing_rate_annual=0.0)
+    plain, banded = make_env(bars, **no_band), make_env(bars, resize_band=0.4, **no_band)
     for env in (plain, banded):
-        env.step(act(LONG, 0, 0))  # 1x at 100; the price rises to 120
-        _, _, _, _, info = env.step(act(LONG, 0, 0))  # unchanged: the exposure drifts, ~1.0
-        assert info["exposure"] == pytest.approx(1.0, abs=0.01)
-    _, _, _, _, resized = plain.step(act(LONG, 1, 0))  # 2x: the plain env resizes
-    _, _, _, _, kept = banded.step(act(LONG, 1, 0))  # |2 - 1.0| <= 0.6 x 2: within the band
-    assert not np.isnan(resized["order_fill"]) and resized["exposure"] == pytest.approx(2, 0.02)
+        env.step(act(LONG, 1, 0))  # 2x at 100; the price doubles
+        _, _, _, _, info = env.step(act(LONG, 1, 0))  # unchanged: the exposure drifts to 4/3
+        assert info["exposure"] == pytest.approx(4 / 3, rel=0.01)
+    _, _, _, _, resized = plain.step(act(LONG, 0, 0))  # 1x: the plain env resizes
+    _, _, _, _, kept = banded.step(act(LONG, 0, 0))  # |1 - 4/3| <= 0.4 x 1: within the band
+    assert not np.isnan(resized["order_fill"]) and resized["exposure"] == pytest.approx(1, 0.02)
     assert np.isnan(kept["order_fill"]) and kept["traded_notional"] == 0.0
-    _, _, _, _, jumped = banded.step(act(LONG, 2, 0))  # 5x: |5 - 1| > 0.6 x 5: it trades
+    _, _, _, _, jumped = banded.step(act(LONG, 2, 0))  # 5x: |5 - 4/3| > 0.4 x 5: it trades
     assert not np.isnan(jumped["order_fill"]) and jumped["exposure"] == pytest.approx(5, 0.02)
 
 

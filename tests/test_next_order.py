@@ -44,11 +44,12 @@ def account_holding(core, action) -> Accounts:
 
 
 @pytest.mark.parametrize(
-    ("resize_band", "risks"), [(0.0, RISKS), (0.5, RISKS), (0.0, (0.02, math.inf))]
+    ("resize_band", "risks"), [(0.0, RISKS), (0.4, RISKS), (0.0, (0.02, math.inf))]
 )
 def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_band, risks):
-    """With a band of 0.5, a position at 1x asked to go to 2x (|2 - 1| <= 0.5 x 2) stays. A
-    risk level of inf is no stop: orders say so, and changing to or from it only moves the stop."""
+    """A risk level of inf is no stop: orders say so, and changing to or from it only moves the
+    stop. A band narrower than the ladder's steps (`EnvConfig.max_resize_band`) lets every step
+    trade from an undrifted position; the drifted case is the test below."""
     core = core_ending_flat(resize_band, risks)
     sizes = core.config.action_sizes  # (short, flat, long), 3 leverages, 2 risks
     every_action = list(itertools.product(*(range(n) for n in sizes)))
@@ -94,3 +95,25 @@ def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_ba
                 assert f"stop {distance:.2%}" in order, case
     changes = {"place", "remove"} if math.inf in risks else {"move"}
     assert seen == {"none:", "close", "open", "resize", "reverse"} | changes
+
+
+def test_a_drifted_position_within_the_resize_band_stays_as_described():
+    """2x long from 100, the price doubles: the exposure drifts to 4/3, within 0.4 x 1 of 1x, so
+    asking for 1x keeps the position; 5x is outside 0.4 x 5 of 4/3 and resizes."""
+    bars = [(100.0,) * 4] * 3 + [(100.0, 200.0, 100.0, 200.0)] + [(200.0,) * 4] * 3
+    core = make_env(bars, leverage_levels=LEVERAGES, risk_levels=(0.9,), resize_band=0.4,
+                    financing_rate_annual=0.0).core  # fmt: skip
+    long = core.config.direction_names.index("long")
+    for leverage, kind in [(0, "none:"), (2, "resize")]:
+        accounts = Accounts.zeros(1)
+        core.reset(accounts, np.zeros(1, dtype=np.int64), np.array([2]))
+        accounts.actions[0] = (long, 1, 0)  # 2x at the open of bar 3, marked at its close of 200
+        core.step(accounts)
+        held = held_position(core, accounts)
+        assert held.units * 200.0 / held.equity == pytest.approx(4 / 3, rel=1e-2)
+        action = (long, leverage, 0)
+        order = describe_order(core, held, core.action_names(np.array(action)), 200.0)
+        accounts.actions[0] = action
+        core.step(accounts)
+        assert order.split()[0] == kind, order
+        assert np.isnan(accounts.out[0, ex.ORDER_FILL]) == (kind == "none:"), order
