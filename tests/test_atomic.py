@@ -40,9 +40,14 @@ def test_ctrl_c_during_a_write_lets_the_file_land_then_interrupts(tmp_path):
         file.write(b"second half")
         written.append(True)
 
-    with pytest.raises(KeyboardInterrupt):
-        write_atomic(path, interrupted_halfway)
+    # Python's own Ctrl-C handler, as at a prompt (a job a shell starts with `&` ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            write_atomic(path, interrupted_halfway)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert written
     assert path.read_bytes() == b"first half, second half"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.zip"]

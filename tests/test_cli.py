@@ -48,14 +48,21 @@ def test_ctrl_c_stops_training_with_a_resume_hint_and_no_traceback(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell that starts a job in the background (`make test &`) hands it SIGINT ignored, and
+        # Python then raises no KeyboardInterrupt: the child gets the default back, as at a prompt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while RunDir(run).latest_checkpoint() is None and process.poll() is None:
         assert time.monotonic() < deadline, "no checkpoint within 120 s"
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)  # what Ctrl-C sends
-    stderr = process.stderr.read()
-    assert process.wait(timeout=60) == INTERRUPTED_STATUS, stderr
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("training did not stop within 60 s of SIGINT") from None
+    assert process.returncode == INTERRUPTED_STATUS, stderr
     assert "Traceback" not in stderr
     assert f"continue with: python -m training.train --resume {run}" in stderr
     assert "newest checkpoint" in stderr
