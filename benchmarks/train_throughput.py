@@ -85,7 +85,7 @@ from envs.features import FEATURE_NAMES
 from training.config import RunConfig, add_config_arguments, load_config
 from training.run.data import RunData, with_bars_per_year
 from training.run.folder import RunDir
-from training.run.session import build_model
+from training.run.session import build_model, ppo_arguments
 
 PPO_RATIO_TARGET = {"cpu": 0.25, "cuda": 0.8}  # ours / SB3 env-steps/s
 TRUNK_SHARE_TARGET = 0.40  # trunk GFLOP/s / matmul GFLOP/s, on CPU
@@ -210,8 +210,7 @@ def ours(cfg: RunConfig, env: VecMonitor) -> PPO:
 
 def sb3_mlp(cfg: RunConfig, env: VecMonitor) -> PPO:
     """PPO with SB3's `MultiInputPolicy` (its MLP policy for Dict spaces), same settings."""
-    ppo = dataclasses.asdict(cfg.ppo)
-    ppo.pop("n_envs")
+    ppo = ppo_arguments(cfg)
     device = cfg.policy.device
     return PPO("MultiInputPolicy", env, seed=cfg.train.seed, device=device, verbose=0, **ppo)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from stable_baselines3 import PPO
@@ -35,11 +36,18 @@ def prepare_torch(cfg: RunConfig) -> None:
         torch.set_num_threads(cfg.train.threads)
 
 
-def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
-    """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`."""
+def ppo_arguments(cfg: RunConfig) -> dict[str, Any]:
+    """The keyword arguments of SB3's `PPO` that `cfg.ppo` sets: every field but those that shape
+    the env (`n_envs`, the number of accounts; `normalize_reward`, a wrapper `fit` adds)."""
     ppo = dataclasses.asdict(cfg.ppo)
     ppo.pop("n_envs")
-    ppo.pop("normalize_reward")  # a wrapper of the env (`fit`), not a PPO argument
+    ppo.pop("normalize_reward")
+    return ppo
+
+
+def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
+    """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`."""
+    ppo = ppo_arguments(cfg)
     return PPO(
         MultiHeadPolicy,
         env,
