@@ -210,9 +210,10 @@ def ours(cfg: RunConfig, env: VecMonitor) -> PPO:
 
 def sb3_mlp(cfg: RunConfig, env: VecMonitor) -> PPO:
     """PPO with SB3's `MultiInputPolicy` (its MLP policy for Dict spaces), same settings."""
-    ppo = ppo_arguments(cfg)
     device = cfg.policy.device
-    return PPO("MultiInputPolicy", env, seed=cfg.train.seed, device=device, verbose=0, **ppo)
+    return PPO(
+        "MultiInputPolicy", env, seed=cfg.train.seed, device=device, verbose=0, **ppo_arguments(cfg)
+    )
 
 
 def time_ppo(models: dict[str, PPO], rollouts: int, warmup: int) -> list[PPOTiming]:

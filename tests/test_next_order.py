@@ -104,14 +104,14 @@ def test_a_drifted_position_within_the_resize_band_stays_as_described():
     core = make_env(bars, leverage_levels=LEVERAGES, risk_levels=(0.9,), resize_band=0.4,
                     financing_rate_annual=0.0).core  # fmt: skip
     long = core.config.direction_names.index("long")
-    for leverage, kind in [(0, "none:"), (2, "resize")]:
+    for level, kind in [(0, "none:"), (2, "resize")]:  # 1x and 5x
         accounts = Accounts.zeros(1)
         core.reset(accounts, np.zeros(1, dtype=np.int64), np.array([2]))
         accounts.actions[0] = (long, 1, 0)  # 2x at the open of bar 3, marked at its close of 200
         core.step(accounts)
         held = held_position(core, accounts)
         assert held.units * 200.0 / held.equity == pytest.approx(4 / 3, rel=1e-2)
-        action = (long, leverage, 0)
+        action = (long, level, 0)
         order = describe_order(core, held, core.action_names(np.array(action)), 200.0)
         accounts.actions[0] = action
         core.step(accounts)

@@ -47,7 +47,6 @@ def ppo_arguments(cfg: RunConfig) -> dict[str, Any]:
 
 def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
     """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`."""
-    ppo = ppo_arguments(cfg)
     return PPO(
         MultiHeadPolicy,
         env,
@@ -56,7 +55,7 @@ def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
         device=cfg.policy.device,
         tensorboard_log=str(run.tensorboard),
         verbose=0,
-        **ppo,
+        **ppo_arguments(cfg),
     )
 
 
