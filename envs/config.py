@@ -38,6 +38,7 @@ class EnvConfig:
     drawdown_penalty: float = 1.0  # drawdown_penalty: weight on each increase of the drawdown
     turnover_penalty: float = 0.0  # reward only, any kind: minus this x order notional / equity
     resize_band: float = 0.0  # a new leverage resizes only if held exposure is off by > band x it
+    resize_penalty: float = 0.0  # reward only: minus this x the notional / equity of a resize
     volume_window: int = 64  # past bars used to normalise volume and volatility (causal)
     momentum_horizons: tuple[int, ...] = ()  # bars of each `momentum_<h>` feature (envs.features)
 
@@ -92,6 +93,7 @@ class EnvConfig:
             ("drawdown_penalty", self.drawdown_penalty >= 0, "a number >= 0"),
             ("turnover_penalty", self.turnover_penalty >= 0, "a number >= 0"),
             ("resize_band", 0 <= self.resize_band < 1, "a number in [0, 1)"),
+            ("resize_penalty", self.resize_penalty >= 0, "a number >= 0"),
             (
                 "resize_band",
                 self.resize_band < self.max_resize_band,

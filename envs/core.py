@@ -174,6 +174,7 @@ class TradingCore:
         self.params[ex.P_DRAWDOWN_PENALTY] = config.drawdown_penalty
         self.params[ex.P_TURNOVER_PENALTY] = config.turnover_penalty
         self.params[ex.P_RESIZE_BAND] = config.resize_band
+        self.params[ex.P_RESIZE_PENALTY] = config.resize_penalty
         self.observation_space, self.action_space = env_spaces(config)
         whole = self.end_bars - self.first_bars  # [K] steps from a range's first bar to its end
         length = config.episode_length

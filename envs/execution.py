@@ -102,7 +102,8 @@ P_DRAWDOWN_PENALTY = 7
 P_EPISODE_LENGTH = 8  # steps after which an episode is truncated
 P_TURNOVER_PENALTY = 9  # reward only: subtracted per unit of the order's notional / equity
 P_RESIZE_BAND = 10  # a new leverage on the held side trades only outside this relative band
-N_PARAMS = 11
+P_RESIZE_PENALTY = 11  # reward only: more per unit of a resize's notional / equity (held side)
+N_PARAMS = 12
 
 REWARD_CODES = {"log_return": 0.0, "differential_sharpe": 1.0, "drawdown_penalty": 2.0}
 
@@ -250,7 +251,8 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         churn = 0.0  # its traded notional / equity at the open
         held_side = state[i, SIDE]
         trade = side != held_side
-        if not trade and side != 0.0 and leverage != state[i, LEVERAGE]:
+        resize = not trade and side != 0.0  # a new leverage on the held side, if it trades
+        if resize and leverage != state[i, LEVERAGE]:
             equity_now = state[i, CASH] + state[i, QTY] * open_
             trade = resizes(leverage, state[i, QTY] * open_, equity_now, params[P_RESIZE_BAND])
         if trade:
@@ -317,10 +319,14 @@ def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, o
         if equity <= 0.0:
             out[i, BANKRUPT] = 1.0
         out[i, TERMINATED] = max(out[i, BANKRUPT], out[i, LIQUIDATED])
-        # The shaping cost on the order's churn touches the reward only (a stop's or a
-        # liquidation's exit is not charged); equity pays the real costs alone.
+        # The shaping costs on the order's churn touch the reward only (a stop's or a
+        # liquidation's exit is not charged; a resize pays the resize penalty on top); equity
+        # pays the real costs alone.
         out[i, REWARD] = _reward(state, i, equity_prev, peak_prev, params)
-        out[i, REWARD] -= params[P_TURNOVER_PENALTY] * churn
+        penalty = params[P_TURNOVER_PENALTY]
+        if resize:
+            penalty += params[P_RESIZE_PENALTY]
+        out[i, REWARD] -= penalty * churn
 
         # Episode accumulators.
         ret = equity / equity_prev - 1.0

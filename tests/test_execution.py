@@ -266,6 +266,26 @@ def test_the_turnover_penalty_shapes_the_reward_and_leaves_equity_alone():
     assert shaped_held == held
 
 
+def test_the_resize_penalty_shapes_only_a_resize_of_the_held_side():
+    bars = [(100, 101, 99, 100)] * 2 + [(100, 102, 99, 101), (102, 104, 101, 103)] * 2
+    plain = make_env(bars, turnover_penalty=0.01)
+    shaped = make_env(bars, turnover_penalty=0.01, resize_penalty=0.05)
+    rewards = {}
+    for step, action in enumerate((act(LONG, 0, 0), act(LONG, 1, 0), act(FLAT, 1, 0))):
+        _, rewards["plain", step], _, _, info = plain.step(action)
+        _, rewards["shaped", step], _, _, shaped_info = shaped.step(action)
+        assert shaped_info["equity"] == info["equity"]  # the real costs only
+        if step == 0:
+            entered = info  # long 1x at 100: 10 units
+    # The resize at 102: from 10 units to 2x of the equity at that open, the close's equity
+    # moved by the 10 units' gap (cash is unchanged overnight).
+    equity_open = entered["equity"] + 10 * (102 - 101)
+    churn = 2.0 - 10 * 102 / equity_open
+    assert rewards["shaped", 0] == rewards["plain", 0]  # an entry is no resize
+    assert rewards["shaped", 1] == pytest.approx(rewards["plain", 1] - 0.05 * churn, rel=1e-12)
+    assert rewards["shaped", 2] == rewards["plain", 2]  # nor is an exit
+
+
 def test_a_new_leverage_within_the_resize_band_trades_nothing():
     bars = [(100, 101, 99, 100)] * 2 + [(100, 200, 99, 200)] + [(200, 201, 199, 200)] * 3
     no_band = dict(risk_levels=(0.9,), financing_rate_annual=0.0)
