@@ -93,7 +93,6 @@ class EnvConfig:
             ("drawdown_penalty", self.drawdown_penalty >= 0, "a number >= 0"),
             ("turnover_penalty", self.turnover_penalty >= 0, "a number >= 0"),
             ("resize_band", 0 <= self.resize_band < 1, "a number in [0, 1)"),
-            ("resize_penalty", self.resize_penalty >= 0, "a number >= 0"),
             (
                 "resize_band",
                 self.resize_band < self.max_resize_band,
@@ -101,6 +100,7 @@ class EnvConfig:
                 f"{list(self.leverage_levels)} (a held position resizes to a higher level only "
                 "when the gap exceeds band x that level, so a wider band blocks a step up)",
             ),
+            ("resize_penalty", self.resize_penalty >= 0, "a number >= 0"),
             ("volume_window", self.volume_window >= 2, "an integer >= 2"),
             (
                 "momentum_horizons",
