@@ -39,6 +39,7 @@ class EnvConfig:
     turnover_penalty: float = 0.0  # reward only, any kind: minus this x order notional / equity
     resize_band: float = 0.0  # a new leverage resizes only if held exposure is off by > band x it
     resize_penalty: float = 0.0  # reward only: minus this x the notional / equity of a resize
+    decision_interval: int = 1  # bars per decision: the account holds on the k - 1 bars between
     volume_window: int = 64  # past bars used to normalise volume and volatility (causal)
     momentum_horizons: tuple[int, ...] = ()  # bars of each `momentum_<h>` feature (envs.features)
 
@@ -101,6 +102,13 @@ class EnvConfig:
                 "when the gap exceeds band x that level, so a wider band blocks a step up)",
             ),
             ("resize_penalty", self.resize_penalty >= 0, "a number >= 0"),
+            (
+                "decision_interval",
+                isinstance(self.decision_interval, int)
+                and not isinstance(self.decision_interval, bool)
+                and self.decision_interval >= 1,
+                "an integer >= 1",
+            ),
             ("volume_window", self.volume_window >= 2, "an integer >= 2"),
             (
                 "momentum_horizons",

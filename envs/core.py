@@ -175,6 +175,7 @@ class TradingCore:
         self.params[ex.P_TURNOVER_PENALTY] = config.turnover_penalty
         self.params[ex.P_RESIZE_BAND] = config.resize_band
         self.params[ex.P_RESIZE_PENALTY] = config.resize_penalty
+        self.params[ex.P_DECISION_INTERVAL] = config.decision_interval
         self.observation_space, self.action_space = env_spaces(config)
         whole = self.end_bars - self.first_bars  # [K] steps from a range's first bar to its end
         length = config.episode_length
@@ -255,7 +256,8 @@ class TradingCore:
         return carried
 
     def step(self, accounts: Accounts) -> None:
-        """Step every account one bar with its `actions` (see `envs.execution`)."""
+        """Step every account with its `actions` to its next decision bar (see `envs.execution`):
+        one bar, or up to `decision_interval` bars, fewer when the episode ends first."""
         ex.step_accounts(
             accounts.state,
             accounts.bars,
@@ -267,6 +269,7 @@ class TradingCore:
             self.params,
             accounts.out,
             accounts.observation,
+            True,
         )
 
     def observation(self, accounts: Accounts, i: int) -> dict[str, np.ndarray]:

@@ -23,6 +23,10 @@ Timeline of one step, for an order decided on bar t (the agent has seen bar t's 
    the notional of a short, per bar. Equity is marked at the close: ``equity = cash + qty * close``.
 
 An episode terminates when the account is liquidated or bankrupt (equity <= 0).
+
+With a decision interval k > 1 (`EnvConfig.decision_interval`) only every k-th bar of an episode
+is a decision bar, its first included: step 1 runs there alone, and on the bars between the account
+holds what the last decision left it (a stopped position stays flat until the next decision).
 """
 
 from __future__ import annotations
@@ -103,7 +107,8 @@ P_EPISODE_LENGTH = 8  # steps after which an episode is truncated
 P_TURNOVER_PENALTY = 9  # reward only: subtracted per unit of the order's notional / equity
 P_RESIZE_BAND = 10  # a new leverage on the held side trades only outside this relative band
 P_RESIZE_PENALTY = 11  # reward only: more per unit of a resize's notional / equity (held side)
-N_PARAMS = 12
+P_DECISION_INTERVAL = 12  # bars per decision: orders only on every k-th bar of an episode
+N_PARAMS = 13
 
 REWARD_CODES = {"log_return": 0.0, "differential_sharpe": 1.0, "drawdown_penalty": 2.0}
 
@@ -133,17 +138,19 @@ _CHURN_CAP = 100.0
 
 
 @numba.njit(cache=True, inline="always")
-def _trade(state, out, i, units, ref_price, params):
-    """Trade `units` at `ref_price` moved by slippage; pay commission; return the fill price."""
+def _trade(state, row, i, units, ref_price, params):
+    """Trade `units` at `ref_price` moved by slippage; pay commission; return the fill price.
+
+    Account i's fills and costs are added to its outcome row `row` [N_OUT]."""
     direction = 1.0 if units > 0.0 else -1.0
     fill = ref_price * (1.0 + direction * params[P_SLIPPAGE])
     notional = abs(units) * fill
     fee = notional * params[P_COMMISSION]
     state[i, CASH] -= units * fill + fee
     state[i, QTY] += units
-    out[i, TRADED_NOTIONAL] += notional
-    out[i, COMMISSION] += fee
-    out[i, SLIPPAGE] += abs(units) * ref_price * params[P_SLIPPAGE]
+    row[TRADED_NOTIONAL] += notional
+    row[COMMISSION] += fee
+    row[SLIPPAGE] += abs(units) * ref_price * params[P_SLIPPAGE]
     return fill
 
 
@@ -226,119 +233,173 @@ def observe_accounts(state, bars, ohlc, account_obs):
 
 
 @numba.njit(cache=True)
-def step_accounts(state, bars, actions, ohlc, sides, leverages, risks, params, out, account_obs):
-    """Advance every account by one bar: fill at the next open, stops, costs, mark at the close.
+def step_accounts(
+    state, bars, actions, ohlc, sides, leverages, risks, params, out, account_obs, to_decision
+):
+    """Advance every account by one bar, or with `to_decision` to its next decision bar.
 
     state [N, N_STATE] float64 and bars [N] int64 are updated in place; actions [N, 3] int64
     (direction, leverage, risk level indices); ohlc [T, 4] float64; sides, leverages, risks are the
     level tables; params [N_PARAMS]; out [N, N_OUT] and account_obs [N, N_ACCOUNT] are written.
+
+    A bar is a decision bar when the episode's bars so far are a multiple of the decision
+    interval k (`P_DECISION_INTERVAL`; every bar at k = 1): only there does the action place an
+    order (step 1 of the module doc). On the k - 1 bars after it the account holds: no order, the
+    stop where it is, and after a stop or liquidation it stays flat. One bar per call (what a
+    per-bar backtest steps), or with `to_decision` the bars up to the next decision bar, or
+    until the episode ends (what the envs step: one decision per step). Over several bars,
+    `out` sums the reward and the costs, keeps the decision's order fill and the exit fill, and
+    raises a flag when any bar raised it.
     """
+    interval = params[P_DECISION_INTERVAL]
+    scratch = np.empty(N_OUT)  # the outcome of the bars after the first, merged into `out`
     for i in range(state.shape[0]):
-        for k in range(N_OUT):
-            out[i, k] = 0.0
-        out[i, ORDER_FILL] = np.nan
-        out[i, EXIT_FILL] = np.nan
-        t = bars[i] + 1
-        bars[i] = t
-        open_, high, low, close = ohlc[t, 0], ohlc[t, 1], ohlc[t, 2], ohlc[t, 3]
-        equity_prev = state[i, EQUITY]
-        peak_prev = state[i, PEAK]
-        side = float(sides[actions[i, 0]])
-        leverage = leverages[actions[i, 1]]
-        risk = risks[actions[i, 2]]
-
-        # 1. The agent's order at the open.
-        churn = 0.0  # its traded notional / equity at the open
-        held_side = state[i, SIDE]
-        trade = side != held_side
-        resize = not trade and side != 0.0  # a new leverage on the held side, if it trades
-        if resize and leverage != state[i, LEVERAGE]:
-            equity_now = state[i, CASH] + state[i, QTY] * open_
-            trade = resizes(leverage, state[i, QTY] * open_, equity_now, params[P_RESIZE_BAND])
-        if trade:
-            equity_open = state[i, CASH] + state[i, QTY] * open_
-            target = side * leverage * max(equity_open, 0.0) / open_
-            units = target - state[i, QTY]
-            if side == 0.0:
-                units = -state[i, QTY]  # close exactly to zero
-            if units != 0.0:
-                churn = abs(units) * open_ / max(equity_open, 1e-300)
-                state[i, EP_TURNOVER] += churn
-                churn = min(churn, _CHURN_CAP)
-                out[i, ORDER_FILL] = _trade(state, out, i, units, open_, params)
-            if side == 0.0 or target == 0.0:  # flat, or nothing left to trade with after a gap
-                _flatten(state, i)
-            elif units != 0.0:
-                state[i, ENTRY] = out[i, ORDER_FILL]
-                state[i, SIDE] = side
-                state[i, LEVERAGE] = leverage
-                state[i, RISK] = risk
-                state[i, STOP] = state[i, ENTRY] * (1.0 - side * risk / leverage)
-        elif held_side != 0.0 and risk != state[i, RISK]:
-            state[i, RISK] = risk
-            state[i, STOP] = state[i, ENTRY] * (1.0 - held_side * risk / state[i, LEVERAGE])
-
-        # 2. Stop or liquidation inside the bar: the level met first from the open wins.
-        qty = state[i, QTY]
-        if qty != 0.0:
-            stop = state[i, STOP]
-            liquidation = liquidation_price(state[i, CASH], qty, params[P_MAINTENANCE])
-            if qty > 0.0:
-                is_stop = stop >= liquidation
-                level = stop if is_stop else liquidation
-                hit = low <= level
-                exit_ref = min(open_, level)
-            else:
-                is_stop = stop <= liquidation
-                level = stop if is_stop else liquidation
-                hit = high >= level
-                exit_ref = max(open_, level)
-            if hit:
-                equity_before = state[i, CASH] + qty * exit_ref
-                state[i, EP_TURNOVER] += abs(qty) * exit_ref / max(abs(equity_before), 1e-300)
-                out[i, EXIT_FILL] = _trade(state, out, i, -qty, exit_ref, params)
-                _flatten(state, i)
-                if is_stop:
-                    out[i, STOP_HIT] = 1.0
-                    state[i, EP_STOPS] += 1.0
-                else:
-                    out[i, LIQUIDATED] = 1.0
-                    state[i, EP_LIQUIDATIONS] += 1.0
-
-        # 3. Carrying costs and the mark at the close.
-        qty = state[i, QTY]
-        if qty > 0.0 and state[i, CASH] < 0.0:
-            out[i, FINANCING] = -state[i, CASH] * params[P_FINANCING]
-        elif qty < 0.0:
-            out[i, BORROW] = -qty * close * params[P_BORROW]
-        state[i, CASH] -= out[i, FINANCING] + out[i, BORROW]
-        out[i, COSTS] = out[i, COMMISSION] + out[i, SLIPPAGE] + out[i, FINANCING] + out[i, BORROW]
-        equity = state[i, CASH] + qty * close
-        state[i, EQUITY] = equity
-        state[i, PEAK] = max(peak_prev, equity)
-        if equity <= 0.0:
-            out[i, BANKRUPT] = 1.0
-        out[i, TERMINATED] = max(out[i, BANKRUPT], out[i, LIQUIDATED])
-        # The shaping costs on the order's churn touch the reward only (a stop's or a
-        # liquidation's exit is not charged; a resize pays the resize penalty on top); equity
-        # pays the real costs alone.
-        out[i, REWARD] = _reward(state, i, equity_prev, peak_prev, params)
-        penalty = params[P_TURNOVER_PENALTY]
-        if resize:
-            penalty += params[P_RESIZE_PENALTY]
-        out[i, REWARD] -= penalty * churn
-
-        # Episode accumulators.
-        ret = equity / equity_prev - 1.0
-        state[i, EP_STEPS] += 1.0
-        state[i, EP_COSTS] += out[i, COSTS]
-        state[i, EP_RETURN_SUM] += ret
-        state[i, EP_RETURN_SQ] += ret * ret
-        state[i, EP_MAX_DRAWDOWN] = max(state[i, EP_MAX_DRAWDOWN], 1.0 - equity / state[i, PEAK])
-        state[i, EP_EXPOSURE] += abs(qty * close) / max(equity, 1e-300)
-        ended = t >= state[i, END_BAR] or state[i, EP_STEPS] >= params[P_EPISODE_LENGTH]
-        out[i, TRUNCATED] = 1.0 if ended and out[i, TERMINATED] == 0.0 else 0.0
+        direction, leverage, risk = actions[i, 0], actions[i, 1], actions[i, 2]
+        first = True
+        while True:
+            decide = state[i, EP_STEPS] % interval == 0.0
+            row = out[i] if first else scratch
+            _step_bar(
+                state, bars, i, direction, leverage, risk, decide, ohlc, sides, leverages,
+                risks, params, row,
+            )  # fmt: skip
+            if not first:
+                _merge_outcome(out[i], scratch)
+            first = False
+            ended = out[i, TERMINATED] > 0.0 or out[i, TRUNCATED] > 0.0
+            if ended or not to_decision or state[i, EP_STEPS] % interval == 0.0:
+                break
     observe_accounts(state, bars, ohlc, account_obs)
+
+
+_SUMMED = (REWARD, TRADED_NOTIONAL, COMMISSION, SLIPPAGE, FINANCING, BORROW, COSTS)
+_FLAGS = (STOP_HIT, LIQUIDATED, BANKRUPT, TERMINATED, TRUNCATED)
+
+
+@numba.njit(cache=True, inline="always")
+def _merge_outcome(total, bar):
+    """Add a later bar's outcome `bar` [N_OUT] to the decision's `total` [N_OUT] (in place)."""
+    for k in _SUMMED:
+        total[k] += bar[k]
+    for k in _FLAGS:
+        total[k] = max(total[k], bar[k])
+    if not math.isnan(bar[EXIT_FILL]):  # a held position's stop or liquidation
+        total[EXIT_FILL] = bar[EXIT_FILL]
+
+
+@numba.njit(cache=True, inline="always")
+def _step_bar(
+    state, bars, i, direction, leverage_index, risk_index, decide, ohlc, sides, leverages, risks,
+    params, row,
+):  # fmt: skip
+    """Account i's next bar (the module doc's steps 1-3), its outcome written to `row` [N_OUT].
+
+    The order of step 1 is placed only when `decide`; otherwise the account holds.
+    """
+    for k in range(N_OUT):
+        row[k] = 0.0
+    row[ORDER_FILL] = np.nan
+    row[EXIT_FILL] = np.nan
+    t = bars[i] + 1
+    bars[i] = t
+    open_, high, low, close = ohlc[t, 0], ohlc[t, 1], ohlc[t, 2], ohlc[t, 3]
+    equity_prev = state[i, EQUITY]
+    peak_prev = state[i, PEAK]
+    side = float(sides[direction])
+    leverage = leverages[leverage_index]
+    risk = risks[risk_index]
+
+    # 1. The agent's order at the open (on a decision bar).
+    churn = 0.0  # its traded notional / equity at the open
+    held_side = state[i, SIDE]
+    trade = decide and side != held_side
+    resize = decide and not trade and side != 0.0  # a new leverage on the held side, if it trades
+    if resize and leverage != state[i, LEVERAGE]:
+        equity_now = state[i, CASH] + state[i, QTY] * open_
+        trade = resizes(leverage, state[i, QTY] * open_, equity_now, params[P_RESIZE_BAND])
+    if trade:
+        equity_open = state[i, CASH] + state[i, QTY] * open_
+        target = side * leverage * max(equity_open, 0.0) / open_
+        units = target - state[i, QTY]
+        if side == 0.0:
+            units = -state[i, QTY]  # close exactly to zero
+        if units != 0.0:
+            churn = abs(units) * open_ / max(equity_open, 1e-300)
+            state[i, EP_TURNOVER] += churn
+            churn = min(churn, _CHURN_CAP)
+            row[ORDER_FILL] = _trade(state, row, i, units, open_, params)
+        if side == 0.0 or target == 0.0:  # flat, or nothing left to trade with after a gap
+            _flatten(state, i)
+        elif units != 0.0:
+            state[i, ENTRY] = row[ORDER_FILL]
+            state[i, SIDE] = side
+            state[i, LEVERAGE] = leverage
+            state[i, RISK] = risk
+            state[i, STOP] = state[i, ENTRY] * (1.0 - side * risk / leverage)
+    elif decide and held_side != 0.0 and risk != state[i, RISK]:
+        state[i, RISK] = risk
+        state[i, STOP] = state[i, ENTRY] * (1.0 - held_side * risk / state[i, LEVERAGE])
+
+    # 2. Stop or liquidation inside the bar: the level met first from the open wins.
+    qty = state[i, QTY]
+    if qty != 0.0:
+        stop = state[i, STOP]
+        liquidation = liquidation_price(state[i, CASH], qty, params[P_MAINTENANCE])
+        if qty > 0.0:
+            is_stop = stop >= liquidation
+            level = stop if is_stop else liquidation
+            hit = low <= level
+            exit_ref = min(open_, level)
+        else:
+            is_stop = stop <= liquidation
+            level = stop if is_stop else liquidation
+            hit = high >= level
+            exit_ref = max(open_, level)
+        if hit:
+            equity_before = state[i, CASH] + qty * exit_ref
+            state[i, EP_TURNOVER] += abs(qty) * exit_ref / max(abs(equity_before), 1e-300)
+            row[EXIT_FILL] = _trade(state, row, i, -qty, exit_ref, params)
+            _flatten(state, i)
+            if is_stop:
+                row[STOP_HIT] = 1.0
+                state[i, EP_STOPS] += 1.0
+            else:
+                row[LIQUIDATED] = 1.0
+                state[i, EP_LIQUIDATIONS] += 1.0
+
+    # 3. Carrying costs and the mark at the close.
+    qty = state[i, QTY]
+    if qty > 0.0 and state[i, CASH] < 0.0:
+        row[FINANCING] = -state[i, CASH] * params[P_FINANCING]
+    elif qty < 0.0:
+        row[BORROW] = -qty * close * params[P_BORROW]
+    state[i, CASH] -= row[FINANCING] + row[BORROW]
+    row[COSTS] = row[COMMISSION] + row[SLIPPAGE] + row[FINANCING] + row[BORROW]
+    equity = state[i, CASH] + qty * close
+    state[i, EQUITY] = equity
+    state[i, PEAK] = max(peak_prev, equity)
+    if equity <= 0.0:
+        row[BANKRUPT] = 1.0
+    row[TERMINATED] = max(row[BANKRUPT], row[LIQUIDATED])
+    # The shaping costs on the order's churn touch the reward only (a stop's or a
+    # liquidation's exit is not charged; a resize pays the resize penalty on top); equity
+    # pays the real costs alone.
+    row[REWARD] = _reward(state, i, equity_prev, peak_prev, params)
+    penalty = params[P_TURNOVER_PENALTY]
+    if resize:
+        penalty += params[P_RESIZE_PENALTY]
+    row[REWARD] -= penalty * churn
+
+    # Episode accumulators.
+    ret = equity / equity_prev - 1.0
+    state[i, EP_STEPS] += 1.0
+    state[i, EP_COSTS] += row[COSTS]
+    state[i, EP_RETURN_SUM] += ret
+    state[i, EP_RETURN_SQ] += ret * ret
+    state[i, EP_MAX_DRAWDOWN] = max(state[i, EP_MAX_DRAWDOWN], 1.0 - equity / state[i, PEAK])
+    state[i, EP_EXPOSURE] += abs(qty * close) / max(equity, 1e-300)
+    ended = t >= state[i, END_BAR] or state[i, EP_STEPS] >= params[P_EPISODE_LENGTH]
+    row[TRUNCATED] = 1.0 if ended and row[TERMINATED] == 0.0 else 0.0
 
 
 @numba.njit(cache=True)

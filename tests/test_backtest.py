@@ -118,6 +118,35 @@ def test_fast_policy_episode_through_the_fallback_and_a_liquidation(smoke_run, m
     assert format_next_order(result).endswith(f" on {when}")
 
 
+def test_fast_policy_decides_every_decision_interval_bars(smoke_run):
+    """With `decision_interval=3` the per-bar record decides on every third bar and holds the
+    bars between; at each decision it is where a `policy.predict` episode of the env (one step a
+    decision) is, and the next order waits for the next decision bar."""
+    policy = smoke_policy(smoke_run, 300.0)
+    config = dataclasses.replace(load_config(smoke_run / "config.yaml").env, decision_interval=3)
+    env = whole_range_env(GOOGL, config)
+    record = FastPolicy(policy, env.core).record_episode()
+    reference = predict_record(policy, env)  # row j: after decision j
+
+    steps = len(record) - 1
+    assert len(reference) == 1 + -(-steps // 3)
+    at_decisions = [*range(0, steps, 3), steps]  # each decision's record row, and the end
+    columns = ["timestamp", "equity", "position", "direction", "leverage", "risk"]
+    pd.testing.assert_frame_equal(
+        record.iloc[at_decisions][columns].reset_index(drop=True), reference[columns]
+    )
+    ordered = np.flatnonzero(record["order_fill"].notna().to_numpy())  # rows after an order
+    assert len(ordered) > 10 and ((ordered - 1) % 3 == 0).all()
+    actions = record[["direction", "leverage", "risk"]].iloc[1:].reset_index(drop=True)
+    in_force = actions.iloc[np.arange(steps) // 3 * 3].reset_index(drop=True)  # each decision's
+    pd.testing.assert_frame_equal(actions, in_force)
+    first = config.window - 1
+    for steps_done, waits in ((30, False), (31, True)):  # ending on a decision bar, or after it
+        short = whole_range_env(GOOGL, config, bars=range(first, first + steps_done + 1))
+        order = backtest(policy, short).next_order
+        assert order.order.startswith("none: the agent decides every 3 bars") == waits
+
+
 def test_the_next_order_is_the_decision_policy_predict_takes_on_the_last_bar(smoke_run):
     """On ranges ending short, long and flat: the account the backtest leaves is the env's after
     a `policy.predict` episode, and the next order is `policy.predict` on that last observation."""

@@ -315,3 +315,43 @@ def test_no_stop_is_a_risk_level_the_policy_sees_as_finite():
         assert np.isfinite(observation["account"]).all()
         _, _, _, _, info = env.step(act(direction, 0, 1))  # a 40% drop: no stop to hit
         assert not info["stop_hit"]
+
+
+def test_a_decision_interval_steps_to_the_next_decision_and_holds_in_between():
+    """With `decision_interval=3` one step runs three bars: the order at the first open, then
+    the account holds. Its reward and costs are the bars' sums, the same as three one-bar steps
+    that repeat the action (which, while nothing is stopped, trade nothing)."""
+    bars = [(100, 101, 99, 100)] * 2 + [(100, 102, 99, 101), (101, 103, 100, 102)] * 2
+    bars += [(100, 102, 99, 101)]  # 7 bars: decisions on bars 1 and 4
+    per_bar, every_3 = make_env(bars), make_env(bars, decision_interval=3)
+    rewards, costs = [], []
+    for _ in range(3):
+        _, reward, _, _, info = per_bar.step(act(LONG, 1, 1))
+        rewards.append(reward)
+        costs.append(info["costs"])
+    _, reward, terminated, truncated, held = every_3.step(act(LONG, 1, 1))
+    assert held["bar"] == info["bar"] == 4 and not (terminated or truncated)
+    assert held["equity"] == info["equity"] and held["position"] == info["position"]
+    assert reward == rewards[0] + rewards[1] + rewards[2]
+    assert held["costs"] == costs[0] + costs[1] + costs[2] > costs[0]  # financing on each bar
+    assert held["order_fill"] == 100 * (1 + SLIPPAGE)  # the decision's fill at bar 2's open
+    # The second step runs out of data after two bars (5 and 6): truncated early.
+    _, _, _, truncated, last = every_3.step(act(LONG, 1, 1))
+    assert truncated and last["bar"] == 6 and np.isnan(last["order_fill"])
+
+
+def test_between_decisions_a_stopped_position_stays_flat():
+    """A stop on the second bar of an interval closes the position, and the account stays flat
+    to the next decision, where a one-bar step repeating the action enters again."""
+    bars = [(100, 101, 99, 100)] * 2 + [(100, 101, 99.5, 100), (99.9, 100, 94, 97)]
+    bars += [(97, 98, 96, 97)] * 3
+    per_bar, every_3 = make_env(bars), make_env(bars, decision_interval=3)
+    for _ in range(3):
+        _, _, _, _, info = per_bar.step(act(LONG, 0, 0))
+    assert info["position"] > 0  # re-entered at bar 4's open after the stop on bar 3
+    _, _, _, _, held = every_3.step(act(LONG, 0, 0))
+    assert held["stop_hit"] and held["position"] == 0 and held["bar"] == 4
+    assert held["exit_fill"] == pytest.approx(95 * (1 + SLIPPAGE) * (1 - SLIPPAGE), rel=1e-12)
+    assert held["order_fill"] == 100 * (1 + SLIPPAGE)  # the entry, the interval's only order
+    _, _, _, _, again = every_3.step(act(LONG, 0, 0))  # the next decision enters again
+    assert again["order_fill"] == 97 * (1 + SLIPPAGE)

@@ -33,9 +33,11 @@ def run_actions(
 
     actions: [T, 3] int (direction, leverage, risk level indices of `config`). The run starts
     flat at the first decision bar and ends when the range does (or the account is liquidated or
-    bankrupt). `config`'s episode settings are replaced by a whole-range evaluation.
+    bankrupt). `config`'s episode settings are replaced by a whole-range evaluation, and its
+    `decision_interval` by 1: the rules decide on every bar (the yardstick does not inherit the
+    agent's cadence).
     """
-    config = replace(config, random_start=False, episode_length=None)
+    config = replace(config, random_start=False, episode_length=None, decision_interval=1)
     env = TradingEnv(series.market, config, bars=bars)
     _, info = env.reset()
     bar, equity = info["bar"], [info["equity"]]

@@ -34,8 +34,11 @@ NO_STOP = math.inf  # the risk level of the baselines: its stop is never reached
 
 
 def baseline_config(config: EnvConfig) -> EnvConfig:
-    """`config` with the baselines' levels: leverage 1x only, risk `NO_STOP` only."""
-    return dataclasses.replace(config, leverage_levels=(1.0,), risk_levels=(NO_STOP,))
+    """`config` with the baselines' levels: leverage 1x only, risk `NO_STOP` only; and a
+    decision on every bar (a rule is not held to the agent's `decision_interval`)."""
+    return dataclasses.replace(
+        config, leverage_levels=(1.0,), risk_levels=(NO_STOP,), decision_interval=1
+    )
 
 
 def baseline_env(env: TradingEnv) -> TradingEnv:

@@ -246,16 +246,21 @@ def _run_episode(
 ):  # fmt: skip
     """Step one account from step `step` on; return (steps done, whether the episode ended).
 
-    Each step: the heads choose the action from the account observation (`_act`), then
+    Each step is one bar. On a decision bar (every `decision_interval`-th of the episode) the
+    heads choose the action from the account observation (`_act`); on the bars between, the
+    last decision's action stays in force (the kernel places no order there). Then
     `step_accounts` runs the bar and the step is logged (bar_log [n + 1], actions [n, 3],
     outcomes [n, N_OUT], accounts [n + 1, 3]). The first step takes `forced` instead when it
     holds an action (not -1). At a near tie the loop stops before that step, returning
     (step, False), so the caller can decide it with `policy.predict`.
     """
+    interval = params[ex.P_DECISION_INTERVAL]
     for k in range(step, actions.shape[0]):
         action = actions[k : k + 1]  # [1, 3]: the kernel's actions array, logged in place
         if k == step and forced[0] >= 0:
             action[0, :] = forced
+        elif state[0, ex.EP_STEPS] % interval != 0.0:
+            action[0, :] = actions[k - 1]  # between decisions (bar 0 always decides)
         elif _act(
             account_obs[0], market_part[bars[0] - first_bar], account_mlp, account_part,
             activation, logits, tolerance, action[0],
@@ -263,7 +268,7 @@ def _run_episode(
             return k, False
         ex.step_accounts(
             state, bars, action, ohlc, sides, leverages, risks, params, outcomes[k : k + 1],
-            account_obs,
+            account_obs, False,
         )  # fmt: skip
         bar_log[k + 1] = bars[0]
         accounts[k + 1, 0] = state[0, ex.CASH]

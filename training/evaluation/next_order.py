@@ -90,7 +90,9 @@ class NextOrder:
 def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Accounts) -> NextOrder:
     """The deterministic decision of `policy` for account 0 of `accounts` at its current bar.
 
-    `accounts` must not be terminated (`FastPolicy.final_accounts` is None then).
+    `accounts` must not be terminated (`FastPolicy.final_accounts` is None then). With
+    `env.decision_interval` k > 1, a close that is not a decision bar (the episode's bars so far
+    are not a multiple of k) places no order: the action shown is what the heads would choose.
     """
     bar = int(accounts.bars[0])
     observation = core.observation(accounts, 0)
@@ -106,13 +108,21 @@ def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Acco
     action = core.action_names(np.array(levels))
     held = held_position(core, accounts)
     close = float(core.ohlc[bar, 3])
+    order = describe_order(core, held, action, close)
+    interval = core.config.decision_interval
+    waiting = -int(accounts.state[0, ex.EP_STEPS]) % interval  # bars until the next decision
+    if waiting:
+        order = (
+            f"none: the agent decides every {interval} bars and this close is not a decision "
+            f"bar; the account holds for {waiting} more bar(s), then decides again"
+        )
     return NextOrder(
         decided_at=time_labels(core.timestamps[bar : bar + 1], daily=core.market.daily)[0],
         close=close,
         held=held,
         action=action,
         probability=probability,
-        order=describe_order(core, held, action, close),
+        order=order,
     )
 
 
