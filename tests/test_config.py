@@ -195,6 +195,9 @@ def test_dataclass_own_validation_becomes_config_error(tmp_path: Path) -> None:
     )  # at 0.5, a held 1x position could never be resized to 2x: |2 - 1| is not > 0.5 x 2
     levels = load_config(None, ["env.leverage_levels=[1,1.25]"]).env
     assert levels.max_resize_band == pytest.approx(0.2)
+    message = error(None, overrides=("env.decision_interval=0",))
+    assert message == "--set: env.decision_interval: expected an integer >= 1, got 0"
+    assert load_config(None, ["env.decision_interval=5"]).env.decision_interval == 5
     path = write(tmp_path, "env:\n  maintenance_margin: 0.3\n")
     assert error(path).startswith(f"{path}: env.maintenance_margin: expected ")
     path = write(tmp_path, "ppo:\n  batch_size: 100\n")

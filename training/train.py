@@ -105,9 +105,13 @@ def train(
         raise DataError(f"{run.root}: no instrument has training bars before the validation dates")
     validation_envs = evaluation_envs(data.ranges("validation", MIN_EVALUATION_STEPS, window), cfg)
     test_envs = evaluation_envs(data.ranges("test", MIN_EVALUATION_STEPS, window), cfg)
+    interval = cfg.env.decision_interval
+    steps = f"{cfg.train.total_timesteps:,} timesteps"
+    if interval > 1:
+        steps += f" (one decision each, every {interval} bars)"
     print(
         f"training {run.root}: {len(data.markets)} instrument(s), "
-        f"{cfg.train.total_timesteps:,} timesteps, {cfg.env.bars_per_year:,.1f} bars a year, "
+        f"{steps}, {cfg.env.bars_per_year:,.1f} bars a year, "
         f"device {cfg.policy.device}, torch CPU threads {torch.get_num_threads()}\n"
         f"{data.describe()}"
     )
