@@ -447,6 +447,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides.append("train.checkpoint_every=0")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or REPO / "runs" / f"learning-{stamp}"
+    if (out / "learning.json").exists():  # never overwrite an earlier run's results
+        print(
+            f"benchmarks/learning.py: {out} already holds results (learning.json); pass another "
+            "--out (or --rescore it)",
+            file=sys.stderr,
+        )
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     kinds = [] if args.real_only else args.kinds
     fresh_series = args.fresh_series
