@@ -59,7 +59,7 @@ def test_shipped_values() -> None:
     assert default.train.total_timesteps == 150_000 and default.ppo.gamma == 0.5
     assert (default.env.resize_band, default.env.turnover_penalty) == (0.25, 0.001)
     assert default.env.long_only and default.env.leverage_levels == (0.5, 1.0)
-    assert (default.trunk.d_model, default.trunk.n_layers, default.env.decision_interval) == (32, 1, 5)
+    assert (default.trunk.n_layers, default.env.decision_interval) == (1, 5)
     assert default.env.risk_levels == (0.05, 0.1, 0.2, math.inf)
 
 
