@@ -255,21 +255,30 @@ def step_accounts(
     scratch = np.empty(N_OUT)  # the outcome of the bars after the first, merged into `out`
     for i in range(state.shape[0]):
         direction, leverage, risk = actions[i, 0], actions[i, 1], actions[i, 2]
-        first = True
-        while True:
-            decide = state[i, EP_STEPS] % interval == 0.0
-            row = out[i] if first else scratch
+        decide = bars_to_decision(state[i, EP_STEPS], interval) == 0.0
+        _step_bar(
+            state, bars, i, direction, leverage, risk, decide, ohlc, sides, leverages, risks,
+            params, out[i],
+        )  # fmt: skip
+        while (
+            to_decision
+            and out[i, TERMINATED] == 0.0
+            and out[i, TRUNCATED] == 0.0
+            and bars_to_decision(state[i, EP_STEPS], interval) > 0.0
+        ):  # the held bars up to the next decision bar
             _step_bar(
-                state, bars, i, direction, leverage, risk, decide, ohlc, sides, leverages,
-                risks, params, row,
+                state, bars, i, direction, leverage, risk, False, ohlc, sides, leverages, risks,
+                params, scratch,
             )  # fmt: skip
-            if not first:
-                _merge_outcome(out[i], scratch)
-            first = False
-            ended = out[i, TERMINATED] > 0.0 or out[i, TRUNCATED] > 0.0
-            if ended or not to_decision or state[i, EP_STEPS] % interval == 0.0:
-                break
+            _merge_outcome(out[i], scratch)
     observe_accounts(state, bars, ohlc, account_obs)
+
+
+@numba.njit(cache=True, inline="always")
+def bars_to_decision(steps: float, interval: float) -> float:
+    """Bars until an account whose episode has run `steps` bars is on a decision bar (0: it is):
+    one every `interval` bars, from the episode's first (`P_DECISION_INTERVAL`)."""
+    return -steps % interval
 
 
 _SUMMED = (REWARD, TRADED_NOTIONAL, COMMISSION, SLIPPAGE, FINANCING, BORROW, COSTS)

@@ -259,7 +259,7 @@ def _run_episode(
         action = actions[k : k + 1]  # [1, 3]: the kernel's actions array, logged in place
         if k == step and forced[0] >= 0:
             action[0, :] = forced
-        elif state[0, ex.EP_STEPS] % interval != 0.0:
+        elif ex.bars_to_decision(state[0, ex.EP_STEPS], interval) > 0.0:
             action[0, :] = actions[k - 1]  # between decisions (bar 0 always decides)
         elif _act(
             account_obs[0], market_part[bars[0] - first_bar], account_mlp, account_part,

@@ -108,14 +108,15 @@ def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Acco
     action = core.action_names(np.array(levels))
     held = held_position(core, accounts)
     close = float(core.ohlc[bar, 3])
-    order = describe_order(core, held, action, close)
     interval = core.config.decision_interval
-    waiting = -int(accounts.state[0, ex.EP_STEPS]) % interval  # bars until the next decision
+    waiting = int(ex.bars_to_decision(accounts.state[0, ex.EP_STEPS], interval))
     if waiting:
         order = (
             f"none: the agent decides every {interval} bars and this close is not a decision "
             f"bar; the account holds for {waiting} more bar(s), then decides again"
         )
+    else:
+        order = describe_order(core, held, action, close)
     return NextOrder(
         decided_at=time_labels(core.timestamps[bar : bar + 1], daily=core.market.daily)[0],
         close=close,
