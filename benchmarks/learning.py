@@ -12,7 +12,11 @@ The yardstick of ../shared/LEARNING.md, in one run:
    - the oracle knows the hidden state (an upper bound), and the fair ceiling knows the
      generator's parameters but infers the state from past bars (HMM forward / Kalman filter),
      each with its knobs tuned on the training bars (`envs.synthetic.references`);
-   - buy-and-hold is the product's baseline (long 1x from the first open, no stop).
+   - buy-and-hold is the product's baseline (long 1x from the first open, no stop);
+   - on the kinds of `ESTIMATED_KINDS`, the estimated ceiling is the fair ceiling's rule with
+     the generator's parameters fitted to the training bars (`envs.synthetic.estimation`): how
+     much of the ceiling's edge the 3,000 bars the agent learns from reveal to a statistician who
+     knows the model family.
    Per series: the agent's share of the ceiling's edge,
    ``(g_agent - g_bh) / (g_ceiling - g_bh)`` with g the log growth over the tail; its turnover
    a year and fees as % of equity a year; the generalization gap (training episodes' Sharpe
@@ -51,7 +55,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from multiprocessing import get_context
 from pathlib import Path
@@ -104,6 +108,8 @@ def run_synthetic(job: Job) -> dict[str, Any]:
     tail = splits.test
     # Each reference tunes its knobs on the training bars, never on the tail.
     knobs = {rule: tune_knobs(series, cfg.env, rule, splits.train) for rule in REFERENCES}
+    if job.kind in ESTIMATED_KINDS:
+        knobs["estimated"] = estimated_knobs(job.kind, job.seed, cfg.env)
     references = {}
     for rule in REFERENCES:
         actions = rule_actions(series, cfg.env, rule, knobs[rule], start=tail.start)
@@ -114,7 +120,18 @@ def run_synthetic(job: Job) -> dict[str, Any]:
 
     agent, hold = growth("agent"), growth("buy_and_hold")
     edge = references["ceiling"] - hold
-    fresh = score_on_fresh_series(job.kind, run.root, job.fresh_series)
+    estimated = {}
+    if job.kind in ESTIMATED_KINDS:
+        fitted = estimated_series_of(job.kind, job.seed, cfg.env)
+        actions = rule_actions(fitted, cfg.env, "ceiling", knobs["estimated"], start=tail.start)
+        g_estimated = run_actions(series, cfg.env, actions, tail).log_growth
+        estimated = {
+            "growth_estimated": g_estimated,
+            "share_estimated": (g_estimated - hold) / edge if edge > 0 else math.nan,
+            "excess_growth_estimated": g_estimated - hold,
+            "estimated_params": {k: fitted.params[k] for k in ("drift", "vol", "transition")},
+        }
+    fresh = score_on_fresh_series(job.kind, job.seed, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
     chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
     return {
@@ -135,12 +152,15 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "gap_last": _finite(history[-1].get("generalization_gap")),
         "chosen_timesteps": chosen["timesteps"],
         "average_leverage": _finite(metrics["agent"]["average_leverage"]),
+        **estimated,
         **fresh,
         **by_state,
     }
 
 
 REFERENCES = ("oracle", "ceiling")
+# Kinds whose parameters `envs.synthetic.estimation` fits: the estimated ceiling is scored there.
+ESTIMATED_KINDS = ("random_walk", "trend_regimes", "volatility_regimes")
 
 
 def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
@@ -153,9 +173,9 @@ def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
     return series, split_calendar([series.market], validation=N_VALIDATION / n, test=N_TAIL / n)
 
 
-def score_on_fresh_series(kind: str, run_root: Path, n_fresh: int) -> dict[str, Any]:
-    """The agent trained in `run_root` on a series of `kind`, scored on `n_fresh` new series of its
-    kind, against buy-and-hold and the references there.
+def score_on_fresh_series(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
+    """The agent trained in `run_root` on series `seed` of `kind`, scored on `n_fresh` new series
+    of its kind, against buy-and-hold and the references there.
 
     One tail of 3,000 bars is a noisy yardstick: on crash risk, the ceiling's edge over
     buy-and-hold is 0.19 +- 0.19 of log growth per tail (benchmarks/RESULTS.md). The generator is
@@ -165,16 +185,22 @@ def score_on_fresh_series(kind: str, run_root: Path, n_fresh: int) -> dict[str, 
     tune their knobs on its training bars, so their figures depend on the kind and the env
     config only (`fresh_references`). ``share_fresh`` pools over the fresh series:
     ``sum(g_agent - g_bh) / sum(g_ceiling - g_bh)``.
+
+    For the kinds in `ESTIMATED_KINDS`, the estimated ceiling of the agent's own series (its
+    parameters fitted to, and its knobs tuned on, the training bars the agent had) is scored on
+    the same fresh series: ``share_estimated_fresh``, pooled the same way.
     """
     if n_fresh == 0:
         return {}
+    from envs.synthetic import rule_actions, run_actions
     from training.evaluation.backtest import agent_metrics, evaluation_env
     from training.run.folder import load_model
 
     model = load_model(run_root)
     env_config = model.config.env  # the run's, with the bars per year it trained under
+    rules = ["agent", *(["estimated"] if kind in ESTIMATED_KINDS else [])]
     growths: dict[str, list[float]] = {
-        "agent": [],
+        **{rule: [] for rule in rules},
         "buy_and_hold": [],
         **{r: [] for r in REFERENCES},
     }
@@ -183,15 +209,49 @@ def score_on_fresh_series(kind: str, run_root: Path, n_fresh: int) -> dict[str, 
         tail = split.splits[0].test
         metrics = agent_metrics(model.policy, evaluation_env(series.market, env_config, tail))
         growths["agent"].append(math.log1p(metrics["total_return_pct"] / 100.0))
+        if "estimated" in growths:
+            fitted = replace(series, params=estimated_series_of(kind, seed, env_config).params)
+            knobs = estimated_knobs(kind, seed, env_config)
+            actions = rule_actions(fitted, env_config, "ceiling", knobs, start=tail.start)
+            growths["estimated"].append(run_actions(series, env_config, actions, tail).log_growth)
         for name, value in fresh_references(kind, k, env_config).items():
             growths[name].append(value)
-    gained = sum(a - b for a, b in zip(growths["agent"], growths["buy_and_hold"], strict=True))
-    edge = sum(c - b for c, b in zip(growths["ceiling"], growths["buy_and_hold"], strict=True))
-    return {
-        "share_fresh": gained / edge if edge > 0 else math.nan,
-        "excess_growth_fresh": gained / n_fresh,
-        **{f"growth_{name}_fresh": values for name, values in growths.items()},
-    }
+    hold = growths["buy_and_hold"]
+    edge = sum(c - b for c, b in zip(growths["ceiling"], hold, strict=True))
+    scores: dict[str, Any] = {}
+    for rule, suffix in (("agent", ""), ("estimated", "_estimated")):
+        if rule in growths:
+            gained = sum(a - b for a, b in zip(growths[rule], hold, strict=True))
+            scores[f"share{suffix}_fresh"] = gained / edge if edge > 0 else math.nan
+            scores[f"excess_growth{suffix}_fresh"] = gained / n_fresh
+    return {**scores, **{f"growth_{name}_fresh": values for name, values in growths.items()}}
+
+
+def estimated_series_of(kind: str, seed: int, env_config: Any) -> Any:
+    """Series `seed` of `kind` with the parameters `envs.synthetic.estimation` fits to its
+    training bars (the bars an agent trained on it had). Cached per process."""
+    return _estimated(kind, seed, env_config)[0]
+
+
+def estimated_knobs(kind: str, seed: int, env_config: Any) -> Any:
+    """The estimated ceiling's knobs: tuned on the training bars of series `seed` of `kind`,
+    under the fitted parameters (`estimated_series_of`). Cached per process."""
+    return _estimated(kind, seed, env_config)[1]
+
+
+_ESTIMATED: dict[tuple[str, int, str], tuple[Any, Any]] = {}  # one process's cache
+
+
+def _estimated(kind: str, seed: int, env_config: Any) -> tuple[Any, Any]:
+    from envs.synthetic import estimated_series, tune_knobs
+
+    key = (kind, seed, repr(env_config))
+    if key not in _ESTIMATED:
+        series, split = synthetic_series(kind, seed)
+        train = split.splits[0].train
+        fitted = estimated_series(series, train)
+        _ESTIMATED[key] = (fitted, tune_knobs(fitted, env_config, "ceiling", train))
+    return _ESTIMATED[key]
 
 
 _FRESH_REFERENCES: dict[tuple[str, int, str], dict[str, float]] = {}  # one process's cache
@@ -327,6 +387,9 @@ SYNTHETIC_COLUMNS = (  # (result key, heading, format)
     ("share", "share of ceiling edge", "{:.2f}"),
     ("share_fresh", "share, fresh series", "{:.2f}"),
     ("excess_growth", "g_agent - g_bh", "{:+.3f}"),
+    ("share_estimated", "est. ceiling share", "{:.2f}"),
+    ("share_estimated_fresh", "est. ceiling, fresh", "{:.2f}"),
+    ("excess_growth_estimated", "g_est - g_bh", "{:+.3f}"),
     ("turnover_per_year", "turnover/yr", "{:.1f}"),
     ("fees_pct_per_year", "fees %/yr", "{:.2f}"),
     ("gap_chosen", "gap (chosen)", "{:+.2f}"),
@@ -533,7 +596,7 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    return score_on_fresh_series(result["kind"], Path(result["run"]), n_fresh)
+    return score_on_fresh_series(result["kind"], result["seed"], Path(result["run"]), n_fresh)
 
 
 def write_and_print(report: dict[str, Any], path: Path) -> int:

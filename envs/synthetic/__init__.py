@@ -3,9 +3,11 @@
 The learning benchmark's yardstick (LEARNING.md): `generators` make seeded series whose hidden
 state the benchmark knows; `filters` infer that state from past bars only, knowing the
 generator's parameters; `references` turn state or belief into the oracle's and the fair
-ceiling's actions and run any actions through `envs.TradingEnv`.
+ceiling's actions and run any actions through `envs.TradingEnv`; `estimation` fits a regime
+series' parameters to its own bars (the estimated ceiling: what those bars reveal).
 """
 
+from envs.synthetic.estimation import RegimeFit, estimated_series, fit_regimes
 from envs.synthetic.filters import belief, kalman_deviation, regime_posterior
 from envs.synthetic.generators import (
     GENERATORS,
@@ -33,6 +35,7 @@ __all__ = [
     "KNOB_GRID",
     "STRUCTURED_KINDS",
     "Knobs",
+    "RegimeFit",
     "RunResult",
     "SyntheticSeries",
     "belief",
@@ -40,6 +43,8 @@ __all__ = [
     "buy_and_hold_growth",
     "ceiling_actions",
     "crash_risk",
+    "estimated_series",
+    "fit_regimes",
     "generate",
     "kalman_deviation",
     "mean_reversion",

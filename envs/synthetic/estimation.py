@@ -1,0 +1,180 @@
+"""A regime series' parameters estimated from its own bars: what a learner could know.
+
+The fair ceiling (`envs.synthetic.references`) knows the generator's exact parameters. An agent
+knows none of them: it sees only its training bars. Between the two sits the **estimated
+ceiling**: the fair ceiling's rule run with parameters fitted to the training bars by maximum
+likelihood, knowing the model family (a Gaussian hidden-Markov chain with as many states as the
+generator) but not its numbers. Its share of the fair ceiling's edge is how much of that edge the
+training bars reveal to a careful statistician; a learner that has to find the model family
+too can hardly do better.
+
+`fit_regimes` is Baum-Welch (expectation-maximization) for a K-state Gaussian HMM on
+close-to-close log returns, from several seeded starts, keeping the highest likelihood. It is
+written here (about sixty lines with numba) rather than taken from hmmlearn, which would add scipy
+and scikit-learn to the install for one benchmark reference.
+
+Only crash-free regime kinds are fitted (`random_walk`, `trend_regimes`, `volatility_regimes`):
+a crash mixture and the OU family's two-speed noise need their own likelihoods.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+import numba
+import numpy as np
+
+from envs.synthetic.generators import SyntheticSeries
+
+_MIN_VOL = 1e-5  # floor of a fitted state's volatility per bar (a state on one bar would be 0)
+_MAX_ITERATIONS = 500
+_TOLERANCE = 1e-7  # stop when the log-likelihood gains less than this per iteration
+
+
+@dataclass(frozen=True)
+class RegimeFit:
+    """Maximum-likelihood parameters of a K-state Gaussian HMM of log returns."""
+
+    drift: tuple[float, ...]  # [K] mean log return per bar of each state
+    vol: tuple[float, ...]  # [K] log-return standard deviation per bar of each state
+    transition: tuple[tuple[float, ...], ...]  # [K][K] P(state j next | state i now)
+    log_likelihood: float  # of the fitted returns under these parameters
+    iterations: int  # EM iterations of the start that won
+
+
+def fit_regimes(
+    log_returns: np.ndarray, n_states: int, *, starts: int = 8, seed: int = 0
+) -> RegimeFit:
+    """The K-state Gaussian HMM of highest likelihood for `log_returns` [N], by EM from `starts`
+    seeded initial guesses (spread around the returns' quantiles and standard deviation).
+
+    Deterministic for a given `seed`. K = 1 is the sample mean and standard deviation.
+    """
+    x = np.ascontiguousarray(log_returns, dtype=np.float64)  # [N]
+    if n_states < 1 or len(x) < 2 * n_states:
+        raise ValueError(f"need n_states >= 1 and >= {2 * n_states} returns, got {len(x)}")
+    rng = np.random.default_rng(seed)
+    best: RegimeFit | None = None
+    for _ in range(starts if n_states > 1 else 1):
+        mean0 = np.quantile(x, np.sort(rng.uniform(0.1, 0.9, n_states)))  # [K]
+        vol0 = np.std(x) * rng.uniform(0.5, 1.5, n_states)  # [K]
+        stay = rng.uniform(0.8, 0.99)
+        trans0 = np.full((n_states, n_states), (1.0 - stay) / max(n_states - 1, 1))  # [K, K]
+        np.fill_diagonal(trans0, stay if n_states > 1 else 1.0)
+        mean, vol, trans, loglik, its = _baum_welch(x, mean0, vol0, trans0)
+        if best is None or loglik > best.log_likelihood:
+            best = RegimeFit(
+                drift=tuple(mean.tolist()),
+                vol=tuple(vol.tolist()),
+                transition=tuple(tuple(row) for row in trans.tolist()),
+                log_likelihood=float(loglik),
+                iterations=int(its),
+            )
+    assert best is not None
+    return best
+
+
+def estimated_series(series: SyntheticSeries, bars: range, *, seed: int = 0) -> SyntheticSeries:
+    """`series` with its drift, volatility and transition replaced by `fit_regimes` on the
+    close-to-close log returns inside `bars` (no later bar is read), and the number of states of
+    the generator. The fitted states are put in the generator's order (the permutation closest to
+    its parameters); the references do not depend on the order, the reports do.
+    """
+    params = series.params
+    if series.family != "regime" or any(p > 0 for p in params["crash_prob"]):
+        raise ValueError(f"{series.name}: only crash-free regime series can be estimated")
+    close = np.asarray(series.market.close[bars.start : bars.stop], dtype=np.float64)
+    fit = fit_regimes(np.diff(np.log(close)), len(params["drift"]), seed=seed)
+    order = _closest_order(fit, params["drift"], params["vol"])
+    fitted = {
+        **params,
+        "drift": tuple(fit.drift[i] for i in order),
+        "vol": tuple(fit.vol[i] for i in order),
+        "transition": tuple(tuple(fit.transition[i][j] for j in order) for i in order),
+    }
+    return replace(series, params=MappingProxyType(fitted))
+
+
+def _closest_order(fit: RegimeFit, drift: tuple[float, ...], vol: tuple[float, ...]) -> list[int]:
+    """The permutation of the fitted states closest to the generator's (scaled by its vols)."""
+    scale = min(vol)
+
+    def distance(order: Iterable[int]) -> float:
+        return sum(
+            ((fit.drift[i] - d) / scale) ** 2 + ((fit.vol[i] - v) / scale) ** 2
+            for i, d, v in zip(order, drift, vol, strict=True)
+        )
+
+    orders: list[tuple[int, ...]] = list(itertools.permutations(range(len(drift))))
+    return list(min(orders, key=distance))
+
+
+@numba.njit(cache=True)
+def _baum_welch(x, mean, vol, trans):  # pragma: no cover - compiled
+    """EM for a Gaussian HMM from one start: (mean [K], vol [K], transition [K, K],
+    log-likelihood, iterations). The chain starts from the fitted transition's row average."""
+    n, k = len(x), len(mean)
+    mean, vol, trans = mean.copy(), vol.copy(), trans.copy()
+    alpha = np.empty((n, k))  # scaled forward probabilities
+    beta = np.empty((n, k))  # scaled backward probabilities
+    emit = np.empty((n, k))  # emission densities
+    scale = np.empty(n)
+    start = np.full(k, 1.0 / k)
+    previous = -np.inf
+    loglik = -np.inf
+    iteration = 0
+    while iteration < _MAX_ITERATIONS:
+        iteration += 1
+        for t in range(n):
+            for j in range(k):
+                z = (x[t] - mean[j]) / vol[j]
+                emit[t, j] = math.exp(-0.5 * z * z) / (vol[j] * math.sqrt(2.0 * math.pi))
+        # Forward pass, each row scaled to sum 1.
+        total = 0.0
+        for j in range(k):
+            alpha[0, j] = start[j] * emit[0, j]
+            total += alpha[0, j]
+        scale[0] = max(total, 1e-300)
+        alpha[0] /= scale[0]
+        for t in range(1, n):
+            total = 0.0
+            for j in range(k):
+                acc = 0.0
+                for i in range(k):
+                    acc += alpha[t - 1, i] * trans[i, j]
+                alpha[t, j] = acc * emit[t, j]
+                total += alpha[t, j]
+            scale[t] = max(total, 1e-300)
+            alpha[t] /= scale[t]
+        loglik = np.log(scale).sum()
+        # Backward pass with the same scales.
+        beta[n - 1] = 1.0
+        for t in range(n - 2, -1, -1):
+            for i in range(k):
+                acc = 0.0
+                for j in range(k):
+                    acc += trans[i, j] * emit[t + 1, j] * beta[t + 1, j]
+                beta[t, i] = acc / scale[t + 1]
+        # M-step: state weights (gamma) and expected transitions (xi).
+        gamma = alpha * beta  # [N, K], rows sum to 1
+        counts = np.zeros((k, k))
+        for t in range(n - 1):
+            for i in range(k):
+                for j in range(k):
+                    counts[i, j] += (
+                        alpha[t, i] * trans[i, j] * emit[t + 1, j] * beta[t + 1, j] / scale[t + 1]
+                    )
+        for i in range(k):
+            trans[i] = counts[i] / max(counts[i].sum(), 1e-300)
+            weight = max(gamma[:, i].sum(), 1e-300)
+            mean[i] = (gamma[:, i] * x).sum() / weight
+            vol[i] = max(math.sqrt((gamma[:, i] * (x - mean[i]) ** 2).sum() / weight), _MIN_VOL)
+        start = gamma[0].copy()
+        if loglik - previous < _TOLERANCE:
+            break
+        previous = loglik
+    return mean, vol, trans, loglik, iteration

@@ -1,0 +1,46 @@
+"""The estimated ceiling's parameters: Baum-Welch on a regime series' own training bars."""
+
+import numpy as np
+import pytest
+
+from envs.synthetic import estimated_series, fit_regimes, generate
+from tests.test_synthetic import perturbed_after
+
+
+def test_one_state_is_the_sample_mean_and_standard_deviation():
+    returns = np.random.default_rng(0).normal(0.001, 0.02, 500)
+    fit = fit_regimes(returns, 1)
+    assert fit.drift == pytest.approx((returns.mean(),))
+    assert fit.vol == pytest.approx((returns.std(),))
+    assert fit.transition == ((1.0,),)
+
+
+def test_a_long_volatility_series_gives_back_its_generator_in_its_order():
+    series = generate("volatility_regimes", 20_000, seed=1)
+    fitted = estimated_series(series, range(0, 20_000)).params
+    true = series.params
+    np.testing.assert_allclose(fitted["vol"], true["vol"], rtol=0.03)  # calm first, as generated
+    np.testing.assert_allclose(fitted["drift"], true["drift"], atol=0.0006)
+    np.testing.assert_allclose(fitted["transition"], true["transition"], atol=0.006)
+    assert fitted["crash_prob"] == true["crash_prob"]  # what the fit does not touch is kept
+
+
+def test_a_long_trend_series_gives_back_both_trends():
+    series = generate("trend_regimes", 20_000, seed=2)
+    fitted = estimated_series(series, range(0, 20_000)).params
+    np.testing.assert_allclose(fitted["drift"], series.params["drift"], atol=0.0005)
+    np.testing.assert_allclose(fitted["vol"], series.params["vol"], rtol=0.03)
+
+
+def test_the_fit_reads_only_its_bars_and_is_deterministic():
+    series, bars = generate("trend_regimes", 1200, seed=4), range(100, 800)
+    fitted = estimated_series(series, bars).params
+    assert estimated_series(perturbed_after(series, bars.stop - 1), bars).params == fitted
+    assert estimated_series(series, bars).params == fitted
+    assert estimated_series(series, range(100, 900)).params != fitted
+
+
+@pytest.mark.parametrize("kind", ["crash_risk", "mean_reversion"])
+def test_kinds_without_a_gaussian_hmm_likelihood_are_refused(kind):
+    with pytest.raises(ValueError, match="only crash-free regime series"):
+        estimated_series(generate(kind, 300, seed=0), range(0, 300))
