@@ -1,8 +1,12 @@
-"""`benchmarks/learning.py` keeps earlier results: an --out that holds some is refused."""
+"""`benchmarks/learning.py`: an --out that holds results is refused; a run scores the agent and
+the estimated ceiling on its tail and on fresh series."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,3 +33,43 @@ def test_an_out_folder_with_results_is_refused_and_left_as_it_was(tmp_path: Path
     ]
     assert results.read_text() == '{"kept": true}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["learning.json"]
+
+
+def test_a_trend_run_scores_the_agent_and_the_estimated_ceiling(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "learning.py"),
+            "--quick",
+            "--kinds",
+            "trend_regimes",
+            "--seeds",
+            "0",
+            "--timesteps",
+            "200",
+            "--fresh-series",
+            "1",
+            "--jobs",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads((tmp_path / "learning.json").read_text())["synthetic"]
+    hold = result["growth_buy_and_hold"]
+    assert result["excess_growth_estimated"] == pytest.approx(result["growth_estimated"] - hold)
+    fresh_hold = result["growth_buy_and_hold_fresh"][0]
+    assert result["excess_growth_estimated_fresh"] == pytest.approx(
+        result["growth_estimated_fresh"][0] - fresh_hold
+    )
+    assert result["excess_growth_fresh"] == pytest.approx(
+        result["growth_agent_fresh"][0] - fresh_hold
+    )
+    # Fitted to series 0's training bars: two trends of opposite sign, neither the true +-0.0015.
+    down, up = result["estimated_params"]["drift"]
+    assert down < 0 < up and (down, up) != (-0.0015, 0.0015)
+    assert "est. ceiling, fresh" in done.stdout
