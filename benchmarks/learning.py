@@ -133,6 +133,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         }
     fresh = score_on_fresh_series(job.kind, job.seed, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
+    probe = volatility_probe(job.kind, job.seed, run.root)
     chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
     return {
         "kind": job.kind,
@@ -155,6 +156,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         **estimated,
         **fresh,
         **by_state,
+        **probe,
     }
 
 
@@ -302,6 +304,54 @@ def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]
     return found
 
 
+def volatility_probe(kind: str, seed: int, run_root: Path) -> dict[str, float]:
+    """What the agent trained in `run_root` decides when only the volatility level changes.
+
+    On the volatility-regime kind only (else {}): at every decision bar of the tail of series
+    `seed`, the observation the agent would see from a flat account, with the `volatility`
+    column of the whole window set to the level of each regime (the generator's per-bar vol,
+    annualised as the env does) and `volatility_trend` to 0; everything else, the scaled price
+    moves included, is the bar's own. Per regime k, averaged over the bars: the leverage head's
+    expected level (``probe_leverage_state<k>``) and the direction head's probability of flat
+    (``probe_flat_state<k>``). Growth-optimal leverage is about 6x calm and 0.9x turbulent, so
+    a head that reads the level chooses less in state 1.
+    """
+    if kind != "volatility_regimes":
+        return {}
+    import numpy as np
+    import torch
+
+    from training.evaluation.backtest import evaluation_env
+    from training.run.folder import load_model
+
+    model = load_model(run_root)
+    config = model.config.env
+    series, split = synthetic_series(kind, seed)
+    env = evaluation_env(series.market, config, split.splits[0].test)
+    first, _ = env.reset()
+    start = first["account"]  # [N_ACCOUNT] a flat account with its initial equity
+    tail = split.splits[0].test
+    bars = np.arange(max(tail.start, config.window - 1), tail.stop - 1)  # [N] decision bars
+    windows = env.core.market_windows(bars)  # [N, W, F]
+    names = config.feature_names
+    level, trend = names.index("volatility"), names.index("volatility_trend")
+    per_year = math.sqrt(env.core.bars_per_year)
+    levels = torch.tensor(config.leverage_levels, dtype=torch.float32)  # [L]
+    found = {}
+    for k, vol in enumerate(series.params["vol"]):
+        probe = windows.copy()
+        probe[:, :, level] = math.log(vol * per_year)
+        probe[:, :, trend] = 0.0
+        obs = {"market": probe, "account": np.repeat(start[None], len(bars), axis=0)}
+        with torch.no_grad():
+            heads = model.policy.head_distributions(obs).heads()
+        leverage = heads["leverage"].probs @ levels  # [N]
+        flat = heads["direction"].probs[:, config.flat_direction_index]  # [N]
+        found[f"probe_leverage_state{k}"] = float(leverage.mean())
+        found[f"probe_flat_state{k}"] = float(flat.mean())
+    return found
+
+
 @dataclass(frozen=True)
 class RealJob:
     """One walk-forward over the bundled universe with one seed."""
@@ -418,6 +468,19 @@ def exposure_table(results: Sequence[dict[str, Any]]) -> str:
                 cells.append(f"{exposure:.2f} / {r.get(f'leverage_state{k}', math.nan):.2f}")
             rows.append(cells)
     headers = ["series", "seed", "state 0: exposure / leverage", "state 1: exposure / leverage"]
+    return _table(headers, rows)
+
+
+def probe_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per volatility-regime run: the heads' answer to the volatility level alone
+    (`volatility_probe`)."""
+    rows = [
+        [r["kind"], str(r["seed"]), *(f"{r[f'probe_leverage_state{k}']:.2f} / "
+                                      f"{r[f'probe_flat_state{k}']:.2f}" for k in (0, 1))]
+        for r in results
+        if "probe_leverage_state0" in r
+    ]  # fmt: skip
+    headers = ["series", "seed", "calm: leverage / P(flat)", "turbulent: leverage / P(flat)"]
     return _table(headers, rows)
 
 
@@ -598,7 +661,11 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    return score_on_fresh_series(result["kind"], result["seed"], Path(result["run"]), n_fresh)
+    run = Path(result["run"])
+    return {
+        **score_on_fresh_series(result["kind"], result["seed"], run, n_fresh),
+        **volatility_probe(result["kind"], result["seed"], run),
+    }
 
 
 def write_and_print(report: dict[str, Any], path: Path) -> int:
@@ -616,6 +683,12 @@ def write_and_print(report: dict[str, Any], path: Path) -> int:
             "volatility: 0 calm, 1 turbulent; crash: 0 calm, 1 fragile):"
         )
         print(exposure_table(results))
+        if any("probe_leverage_state0" in r for r in results):
+            print(
+                "\nvolatility probe: the same observations with the volatility level set to each "
+                "regime's (expected leverage, P(flat)):"
+            )
+            print(probe_table(results))
     if real:
         print(
             f"\nreal data, walk-forward on {config}'s instruments, combined accounts, "

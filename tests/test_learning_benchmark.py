@@ -1,5 +1,5 @@
 """`benchmarks/learning.py`: an --out that holds results is refused; a run scores the agent and
-the estimated ceiling on its tail and on fresh series."""
+the estimated ceiling on its tail and on fresh series, and probes the heads' use of volatility."""
 
 import json
 import subprocess
@@ -35,7 +35,9 @@ def test_an_out_folder_with_results_is_refused_and_left_as_it_was(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["learning.json"]
 
 
-def test_a_trend_run_scores_the_agent_and_the_estimated_ceiling(tmp_path: Path) -> None:
+def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
+    tmp_path: Path,
+) -> None:
     done = subprocess.run(
         [
             sys.executable,
@@ -43,6 +45,7 @@ def test_a_trend_run_scores_the_agent_and_the_estimated_ceiling(tmp_path: Path) 
             "--quick",
             "--kinds",
             "trend_regimes",
+            "volatility_regimes",
             "--seeds",
             "0",
             "--timesteps",
@@ -59,7 +62,7 @@ def test_a_trend_run_scores_the_agent_and_the_estimated_ceiling(tmp_path: Path) 
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    (result,) = json.loads((tmp_path / "learning.json").read_text())["synthetic"]
+    result, volatility = json.loads((tmp_path / "learning.json").read_text())["synthetic"]
     hold = result["growth_buy_and_hold"]
     assert result["excess_growth_estimated"] == pytest.approx(result["growth_estimated"] - hold)
     fresh_hold = result["growth_buy_and_hold_fresh"][0]
@@ -73,3 +76,9 @@ def test_a_trend_run_scores_the_agent_and_the_estimated_ceiling(tmp_path: Path) 
     down, up = result["estimated_params"]["drift"]
     assert down < 0 < up and (down, up) != (-0.0015, 0.0015)
     assert "est. ceiling, fresh" in done.stdout
+    # The probe: the default's leverage levels are 0.5 and 1x; one figure per regime.
+    for k in (0, 1):
+        assert 0.5 <= volatility[f"probe_leverage_state{k}"] <= 1.0
+        assert 0.0 <= volatility[f"probe_flat_state{k}"] <= 1.0
+    assert "probe_leverage_state0" not in result  # trend: no volatility levels to probe
+    assert "volatility probe" in done.stdout
