@@ -108,8 +108,6 @@ def run_synthetic(job: Job) -> dict[str, Any]:
     tail = splits.test
     # Each reference tunes its knobs on the training bars, never on the tail.
     knobs = {rule: tune_knobs(series, cfg.env, rule, splits.train) for rule in REFERENCES}
-    if job.kind in ESTIMATED_KINDS:
-        knobs["estimated"] = estimated_knobs(job.kind, job.seed, cfg.env)
     references = {}
     for rule in REFERENCES:
         actions = rule_actions(series, cfg.env, rule, knobs[rule], start=tail.start)
@@ -122,18 +120,16 @@ def run_synthetic(job: Job) -> dict[str, Any]:
     edge = references["ceiling"] - hold
     estimated = {}
     if job.kind in ESTIMATED_KINDS:
-        fitted = estimated_series_of(job.kind, job.seed, cfg.env)
-        actions = rule_actions(fitted, cfg.env, "ceiling", knobs["estimated"], start=tail.start)
-        g_estimated = run_actions(series, cfg.env, actions, tail).log_growth
+        g_estimated = estimated_growth(job.kind, job.seed, series, tail, cfg.env)
+        fitted = estimated_rule(job.kind, job.seed, cfg.env)[0].params
         estimated = {
             "growth_estimated": g_estimated,
             "share_estimated": (g_estimated - hold) / edge if edge > 0 else math.nan,
             "excess_growth_estimated": g_estimated - hold,
-            "estimated_params": {k: fitted.params[k] for k in ("drift", "vol", "transition")},
+            "estimated_params": {k: fitted[k] for k in ("drift", "vol", "transition")},
         }
-    fresh = score_on_fresh_series(job.kind, job.seed, run.root, job.fresh_series)
+    scores = score_trained_agent(job.kind, job.seed, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
-    probe = volatility_probe(job.kind, job.seed, run.root)
     chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
     return {
         "kind": job.kind,
@@ -154,9 +150,8 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "chosen_timesteps": chosen["timesteps"],
         "average_leverage": _finite(metrics["agent"]["average_leverage"]),
         **estimated,
-        **fresh,
+        **scores,
         **by_state,
-        **probe,
     }
 
 
@@ -175,9 +170,22 @@ def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
     return series, split_calendar([series.market], validation=N_VALIDATION / n, test=N_TAIL / n)
 
 
-def score_on_fresh_series(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
-    """The agent trained in `run_root` on series `seed` of `kind`, scored on `n_fresh` new series
-    of its kind, against buy-and-hold and the references there.
+def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
+    """The saved agent of `run_root` (trained on series `seed` of `kind`), loaded once and scored
+    on fresh series (`score_on_fresh_series`) and, on volatility regimes, probed
+    (`volatility_probe`)."""
+    from training.run.folder import load_model
+
+    model = load_model(run_root)
+    return {
+        **score_on_fresh_series(kind, seed, model, n_fresh),
+        **volatility_probe(kind, seed, model),
+    }
+
+
+def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dict[str, Any]:
+    """The agent `model` (a `LoadedModel`) trained on series `seed` of `kind`, scored on
+    `n_fresh` new series of its kind, against buy-and-hold and the references there.
 
     One tail of 3,000 bars is a noisy yardstick: on crash risk, the ceiling's edge over
     buy-and-hold is 0.19 +- 0.19 of log growth per tail (benchmarks/RESULTS.md). The generator is
@@ -194,11 +202,8 @@ def score_on_fresh_series(kind: str, seed: int, run_root: Path, n_fresh: int) ->
     """
     if n_fresh == 0:
         return {}
-    from envs.synthetic import rule_actions, run_actions
     from training.evaluation.backtest import agent_metrics, evaluation_env
-    from training.run.folder import load_model
 
-    model = load_model(run_root)
     env_config = model.config.env  # the run's, with the bars per year it trained under
     rules = ["agent", *(["estimated"] if kind in ESTIMATED_KINDS else [])]
     growths: dict[str, list[float]] = {
@@ -212,10 +217,7 @@ def score_on_fresh_series(kind: str, seed: int, run_root: Path, n_fresh: int) ->
         metrics = agent_metrics(model.policy, evaluation_env(series.market, env_config, tail))
         growths["agent"].append(math.log1p(metrics["total_return_pct"] / 100.0))
         if "estimated" in growths:
-            fitted = replace(series, params=estimated_series_of(kind, seed, env_config).params)
-            knobs = estimated_knobs(kind, seed, env_config)
-            actions = rule_actions(fitted, env_config, "ceiling", knobs, start=tail.start)
-            growths["estimated"].append(run_actions(series, env_config, actions, tail).log_growth)
+            growths["estimated"].append(estimated_growth(kind, seed, series, tail, env_config))
         for name, value in fresh_references(kind, k, env_config).items():
             growths[name].append(value)
     hold = growths["buy_and_hold"]
@@ -229,22 +231,24 @@ def score_on_fresh_series(kind: str, seed: int, run_root: Path, n_fresh: int) ->
     return {**scores, **{f"growth_{name}_fresh": values for name, values in growths.items()}}
 
 
-def estimated_series_of(kind: str, seed: int, env_config: Any) -> Any:
-    """Series `seed` of `kind` with the parameters `envs.synthetic.estimation` fits to its
-    training bars (the bars an agent trained on it had). Cached per process."""
-    return _estimated(kind, seed, env_config)[0]
+def estimated_growth(kind: str, seed: int, series: Any, tail: range, env_config: Any) -> float:
+    """Log growth over `tail` of `series` of the estimated ceiling of series `seed` of `kind`
+    (`estimated_rule`): the fair ceiling's rule under the fitted parameters and their knobs."""
+    from envs.synthetic import rule_actions, run_actions
 
-
-def estimated_knobs(kind: str, seed: int, env_config: Any) -> Any:
-    """The estimated ceiling's knobs: tuned on the training bars of series `seed` of `kind`,
-    under the fitted parameters (`estimated_series_of`). Cached per process."""
-    return _estimated(kind, seed, env_config)[1]
+    fitted, knobs = estimated_rule(kind, seed, env_config)
+    believed = replace(series, params=fitted.params)  # the bars of `series`, the fitted model
+    actions = rule_actions(believed, env_config, "ceiling", knobs, start=tail.start)
+    return run_actions(series, env_config, actions, tail).log_growth
 
 
 _ESTIMATED: dict[tuple[str, int, str], tuple[Any, Any]] = {}  # one process's cache
 
 
-def _estimated(kind: str, seed: int, env_config: Any) -> tuple[Any, Any]:
+def estimated_rule(kind: str, seed: int, env_config: Any) -> tuple[Any, Any]:
+    """(series, knobs) of the estimated ceiling of series `seed` of `kind`: the series with the
+    parameters `envs.synthetic.estimation` fits to its training bars (the bars an agent trained
+    on it had), and the knobs tuned on those bars under them. Cached per process."""
     from envs.synthetic import estimated_series, tune_knobs
 
     key = (kind, seed, repr(env_config))
@@ -304,8 +308,8 @@ def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]
     return found
 
 
-def volatility_probe(kind: str, seed: int, run_root: Path) -> dict[str, float]:
-    """What the agent trained in `run_root` decides when only the volatility level changes.
+def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
+    """What the agent `model` (a `LoadedModel`) decides when only the volatility level changes.
 
     On the volatility-regime kind only (else {}): at every decision bar of the tail of series
     `seed`, the observation the agent would see from a flat account, with the `volatility`
@@ -322,9 +326,7 @@ def volatility_probe(kind: str, seed: int, run_root: Path) -> dict[str, float]:
     import torch
 
     from training.evaluation.backtest import evaluation_env
-    from training.run.folder import load_model
 
-    model = load_model(run_root)
     config = model.config.env
     series, split = synthetic_series(kind, seed)
     env = evaluation_env(series.market, config, split.splits[0].test)
@@ -661,11 +663,7 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    run = Path(result["run"])
-    return {
-        **score_on_fresh_series(result["kind"], result["seed"], run, n_fresh),
-        **volatility_probe(result["kind"], result["seed"], run),
-    }
+    return score_trained_agent(result["kind"], result["seed"], Path(result["run"]), n_fresh)
 
 
 def write_and_print(report: dict[str, Any], path: Path) -> int:
