@@ -148,6 +148,10 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "gap_chosen": _finite(chosen.get("generalization_gap")),
         "gap_last": _finite(history[-1].get("generalization_gap")),
         "chosen_timesteps": chosen["timesteps"],
+        # With train.restarts > 1: which restart's model the run kept (1 is train.seed's).
+        "restart_kept": json.loads(run.restart_choice.read_text())["kept"]
+        if run.restart_choice.is_file()
+        else 1,
         "average_leverage": _finite(metrics["agent"]["average_leverage"]),
         **estimated,
         **scores,

@@ -232,6 +232,7 @@ class TrainConfig:
 
     total_timesteps: int = 200_000  # env steps summed over all accounts
     seed: int = 0  # seeds python, numpy, torch and the envs
+    restarts: int = 1  # trainings from seeds seed, seed + 1000, ...; the best on validation is kept
     checkpoint_every: int = 20_000  # timesteps between checkpoints; 0 disables
     eval_every: int = 20_000  # timesteps between passes over the validation range; 0 disables
     patience: int = 0  # stop after this many validation passes without a new best; 0: never
@@ -254,6 +255,7 @@ class TrainConfig:
             [
                 ("total_timesteps", self.total_timesteps >= 1, "an integer >= 1"),
                 ("seed", self.seed >= 0, "an integer >= 0"),
+                ("restarts", self.restarts >= 1, "an integer >= 1"),
                 ("checkpoint_every", self.checkpoint_every >= 0, "an integer >= 0"),
                 ("eval_every", self.eval_every >= 0, "an integer >= 0"),
                 ("patience", self.patience >= 0, "an integer >= 0"),

@@ -40,7 +40,7 @@ from training.evaluation.validation import (
     read_validation_history,
     validate,
 )
-from training.run.atomic import write_json_atomic
+from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.callbacks import (
     AtomicCheckpoint,
     HeadImportanceCallback,
@@ -50,6 +50,12 @@ from training.run.callbacks import (
 )
 from training.run.data import RunData, instrument_name, with_bars_per_year
 from training.run.folder import ModelError, RunDir, load_model, save_model_atomic
+from training.run.restarts import (
+    format_restarts,
+    keep_best_restart,
+    restart_config,
+    restart_state,
+)
 from training.run.session import fit, prepare_torch
 
 MIN_EVALUATION_STEPS = 20  # an instrument is validated / tested on a range of this many decisions
@@ -105,6 +111,12 @@ def train(
         raise DataError(f"{run.root}: no instrument has training bars before the validation dates")
     validation_envs = evaluation_envs(data.ranges("validation", MIN_EVALUATION_STEPS, window), cfg)
     test_envs = evaluation_envs(data.ranges("test", MIN_EVALUATION_STEPS, window), cfg)
+    if cfg.train.restarts > 1 and not validation_envs:
+        raise ConfigError(
+            f"train.restarts: {cfg.train.restarts} restarts are chosen between on validation, "
+            f"and no instrument has {MIN_EVALUATION_STEPS} decisions of validation bars "
+            "(data.validation)"
+        )
     interval = cfg.env.decision_interval
     steps = f"{cfg.train.total_timesteps:,} timesteps"
     if interval > 1:
@@ -118,7 +130,37 @@ def train(
     if not resume:
         save_config(cfg, run.config)
         write_json_atomic(run.splits, data.to_dict())
+    if cfg.train.restarts == 1:
+        learn(cfg, run, resume, train_ranges, validation_envs)
+    else:
+        train_restarts(cfg, run, resume, train_ranges, validation_envs)
 
+    # The model `python -m training.backtest --model RUN_DIR` reads: best_model, else final_model.
+    policy = load_model(run.root).policy
+    results = {name: backtest(policy, env) for name, env in test_envs.items()}
+    print(f"\n{generalization_summary(read_validation_history(run))}")
+    if not results:
+        print("no instrument has enough test bars: no test backtest")
+        return _outputs(run, None, cfg.train.restarts)
+    report = write_reports(results, run.report, f"{run.root.name} on the test split")
+    print(f"\nbacktest of the test split ({describe_span(results)}), agent vs baselines:")
+    print(format_metrics_table(combined_metrics(results)))
+    if len(results) > 1:
+        print(f"\neach instrument (the table above combines their accounts):\n"
+              f"{instruments_table(results)}")  # fmt: skip
+    print(f"\n{format_next_orders(results)}")
+    return _outputs(run, report, cfg.train.restarts)
+
+
+def learn(
+    cfg: RunConfig,
+    run: RunDir,
+    resume: bool,
+    train_ranges: list[tuple[MarketData, range]],
+    validation_envs: dict[str, TradingEnv],
+) -> None:
+    """One training run into `run`: PPO with checkpoints and validation passes (the best one
+    kept), continued from the newest checkpoint on `resume`; the final model saved."""
     callbacks: list[BaseCallback] = [HyperParameters(flatten(config_to_dict(cfg)))]
     if cfg.train.checkpoint_every:
         callbacks.append(AtomicCheckpoint(run, cfg.train.checkpoint_every))
@@ -133,29 +175,66 @@ def train(
     if not run.best_model.exists() and validation_envs:  # no pass saved one: validate the final
         validate(model, validation_envs, run)
 
-    # The model `python -m training.backtest --model RUN_DIR` reads: best_model, else final_model.
-    policy = load_model(run.root).policy
-    results = {name: backtest(policy, env) for name, env in test_envs.items()}
-    print(f"\n{generalization_summary(read_validation_history(run))}")
-    if not results:
-        print("no instrument has enough test bars: no test backtest")
-        return _outputs(run, None)
-    report = write_reports(results, run.report, f"{run.root.name} on the test split")
-    print(f"\nbacktest of the test split ({describe_span(results)}), agent vs baselines:")
-    print(format_metrics_table(combined_metrics(results)))
-    if len(results) > 1:
-        print(f"\neach instrument (the table above combines their accounts):\n"
-              f"{instruments_table(results)}")  # fmt: skip
-    print(f"\n{format_next_orders(results)}")
-    return _outputs(run, report)
+
+def train_restarts(
+    cfg: RunConfig,
+    run: RunDir,
+    resume: bool,
+    train_ranges: list[tuple[MarketData, range]],
+    validation_envs: dict[str, TradingEnv],
+) -> None:
+    """`train.restarts` runs from different seeds, each in its own folder (`learn`), then the one
+    that validates best is kept as the run's model (`training.run.restarts`). On `resume`,
+    finished restarts are kept and the others continue from their newest checkpoint."""
+    restarts = cfg.train.restarts
+    for number in range(1, restarts + 1):
+        restart, restart_cfg = run.restart(number), restart_config(cfg, run, number)
+        state = restart_state(restart, cfg.train.total_timesteps, resume)
+        seed = restart_cfg.train.seed
+        print(
+            f"\nrestart {number}/{restarts}, seed {seed}: {_RESTART_STATES[state]} {restart.root}"
+        )
+        if state == "finished":
+            continue
+        if state == "new":
+            save_config(restart_cfg, restart.config)
+            write_bytes_atomic(restart.splits, run.splits.read_bytes())
+        prepare_torch(restart_cfg)
+        learn(restart_cfg, restart, state == "resume", train_ranges, validation_envs)
+    print(f"\n{format_restarts(keep_best_restart(run, restarts, cfg.train.seed))}")
 
 
-def _outputs(run: RunDir, report: Path | None) -> dict[str, Path]:
-    outputs = {
-        "final model": run.final_model,
-        "best model (validation Sharpe)": run.best_model,
-        "TensorBoard logs": run.tensorboard,
-    }
+_RESTART_STATES = {
+    "new": "training",
+    "resume": "continuing from its newest checkpoint",
+    "finished": "trained already,",
+}
+
+
+def checkpoints(run: RunDir, cfg: RunConfig) -> list[Path]:
+    """The newest checkpoint of the run, or of each of its restarts that has one."""
+    runs = (
+        [run]
+        if cfg.train.restarts == 1
+        else [run.restart(n) for n in range(1, cfg.train.restarts + 1)]
+    )
+    return [found for r in runs if (found := r.latest_checkpoint()) is not None]
+
+
+def _outputs(run: RunDir, report: Path | None, restarts: int) -> dict[str, Path]:
+    if restarts == 1:
+        outputs = {
+            "final model": run.final_model,
+            "best model (validation Sharpe)": run.best_model,
+            "TensorBoard logs": run.tensorboard,
+        }
+    else:
+        model = run.best_model if run.best_model.is_file() else run.final_model
+        outputs = {
+            f"model (best validation Sharpe of {restarts} restarts)": model,
+            "restarts compared": run.restart_choice,
+            "each restart's models and TensorBoard logs": run.root / "restart_<n>",
+        }
     if report is not None:
         outputs["backtest report (test split)"] = report
     return outputs
@@ -175,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.resume is not None:  # the run's own config; --set may extend it (total_timesteps)
         run = RunDir(args.resume)
         cfg = load_config(run.config, args.overrides)
-        if run.latest_checkpoint() is None:
+        if not checkpoints(run, cfg):
             raise ConfigError(
                 f"{run.root}: no checkpoint to resume from (checkpoints/checkpoint_<timesteps>"
                 "_steps.safetensors); start a new run in another folder"
@@ -188,8 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         outputs = train(cfg, run, resume=args.resume is not None)
     except KeyboardInterrupt:
-        checkpoint = run.latest_checkpoint()
-        saved = f"newest checkpoint {checkpoint}" if checkpoint else "no checkpoint yet"
+        found = checkpoints(run, cfg)
+        saved = f"newest checkpoint {found[-1]}" if found else "no checkpoint yet"
         print(
             f"\ninterrupted ({saved}); continue with: python -m training.train --resume {run.root}",
             file=sys.stderr,

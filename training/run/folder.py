@@ -46,8 +46,8 @@ LEGACY_SUFFIX = ".zip"  # SB3 zips of earlier versions: found, to be refused by 
 _CHECKPOINT = re.compile(r"checkpoint_(\d+)_steps\.(safetensors|zip)$")
 # What a folder holding a training or walk-forward run has (`run_entries`).
 _RUN_ENTRY = re.compile(
-    r"config\.yaml|validation\.json|walkforward\.json|checkpoints|tb|report|fold_\d+"
-    r"|(best|final)_model\.(safetensors|zip)"
+    r"config\.yaml|validation\.json|walkforward\.json|restarts\.json|checkpoints|tb|report"
+    r"|fold_\d+|restart_\d+|(best|final)_model\.(safetensors|zip)"
 )
 
 
@@ -167,6 +167,17 @@ class RunDir:
     def report(self) -> Path:
         """The backtest of the test split written at the end of training."""
         return self.root / "report"
+
+    @property
+    def restart_choice(self) -> Path:
+        """With `train.restarts` > 1: each restart's seed and best validation pass, and which one
+        the run kept, as JSON (`training.run.restarts`)."""
+        return self.root / "restarts.json"
+
+    def restart(self, number: int) -> RunDir:
+        """The folder of restart `number` (from 1) of a run with `train.restarts` > 1: an
+        ordinary run folder of its own."""
+        return RunDir(self.root / f"restart_{number}")
 
     def checkpoint(self, timesteps: int) -> Path:
         """Path of the checkpoint taken at `timesteps`."""

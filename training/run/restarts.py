@@ -1,0 +1,109 @@
+"""Restarts: one run trains `train.restarts` models from different seeds and keeps the one that
+validates best.
+
+PPO on a few thousand bars ends in quite different places from one seed to the next: trained on
+one and the same trend-regime series of the learning benchmark, three seeds captured from 0.22
+to 0.93 of the fair ceiling's edge on fresh series (benchmarks/RESULTS.md). Validation already
+picks the best pass of one training run (`training.evaluation.validation`); restarts let it pick
+among the passes of several.
+
+Restart n (from 1) is an ordinary run folder, `<run>/restart_<n>/` (`RunDir.restart`), trained
+with seed ``train.seed + SEED_STRIDE * (n - 1)`` (`restart_config`): restart 1 is the run that
+``train.restarts: 1`` makes. Once all have trained, `keep_best_restart` copies the best model of
+the restart whose best validation pass has the highest Sharpe to the run's own
+`best_model.safetensors`, and that restart's validation history to the run's `validation.json`,
+so the run reads like a single one (backtests, `--resume`, the benchmarks); `restarts.json`
+records every restart's seed and best pass, and which one was kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+from training.config import RunConfig
+from training.evaluation.selection import best_pass
+from training.evaluation.validation import read_validation_history
+from training.run.atomic import write_bytes_atomic, write_json_atomic
+from training.run.folder import RunDir
+from training.run.model_file import read_model_file
+
+SEED_STRIDE = 1000  # restart n trains with seed train.seed + SEED_STRIDE * (n - 1)
+
+RestartState = Literal["finished", "resume", "new"]
+
+
+def restart_config(cfg: RunConfig, run: RunDir, number: int) -> RunConfig:
+    """The config of restart `number` (from 1) of `run`: its own seed and folder, one restart."""
+    train = dataclasses.replace(
+        cfg.train,
+        seed=cfg.train.seed + SEED_STRIDE * (number - 1),
+        restarts=1,
+        run_dir=str(run.restart(number).root),
+    )
+    return dataclasses.replace(cfg, train=train)
+
+
+def restart_state(restart: RunDir, total_timesteps: int, resume: bool) -> RestartState:
+    """What training restart folder `restart` needs.
+
+    On `resume`: "finished" when its final model has `total_timesteps`, else "resume" when it
+    has a checkpoint. Otherwise "new", and the folder must hold no run: a restart stopped before
+    its first checkpoint cannot be continued, and is refused (a `ConfigError` of one line) rather
+    than mixed with a fresh one.
+    """
+    if resume:
+        final = restart.final_model
+        if final.is_file() and read_model_file(final).num_timesteps >= total_timesteps:
+            return "finished"
+        if restart.latest_checkpoint() is not None:
+            return "resume"
+    RunDir.claim(restart.root, "it stopped before its first checkpoint: delete it to retrain it")
+    return "new"
+
+
+def keep_best_restart(run: RunDir, restarts: int, seed: int) -> dict[str, Any]:
+    """Give `run` the best model and validation history of its best restart; returns (and
+    writes to `run.restart_choice`) what was compared.
+
+    The best restart has the highest finite best-pass validation Sharpe (the first of equals);
+    when none has one, restart 1 is kept and its final model becomes the run's final model.
+    """
+    rows = []
+    for number in range(1, restarts + 1):
+        history = read_validation_history(run.restart(number))
+        best = best_pass(history)
+        rows.append({
+            "restart": number,
+            "seed": seed + SEED_STRIDE * (number - 1),
+            "best_validation_sharpe": None if best is None else history[best]["sharpe"],
+            "timesteps": None if best is None else history[best]["timesteps"],
+            "validation_passes": len(history),
+        })  # fmt: skip
+    scored = [row for row in rows if row["best_validation_sharpe"] is not None]
+    kept = max(scored, key=lambda row: row["best_validation_sharpe"]) if scored else rows[0]
+    restart = run.restart(kept["restart"])
+    if restart.best_model.is_file():
+        write_bytes_atomic(run.best_model, restart.best_model.read_bytes())
+    else:
+        write_bytes_atomic(run.final_model, restart.final_model.read_bytes())
+    write_json_atomic(run.validation_history, read_validation_history(restart))
+    choice = {"kept": kept["restart"], "restarts": rows}
+    write_json_atomic(run.restart_choice, choice)
+    return choice
+
+
+def format_restarts(choice: dict[str, Any]) -> str:
+    """The restarts compared by `keep_best_restart`, one line each, the kept one marked."""
+    lines = [f"restarts, by their best validation pass (the run keeps restart {choice['kept']}):"]
+    for row in choice["restarts"]:
+        sharpe = row["best_validation_sharpe"]
+        best = (
+            "no finite validation Sharpe"
+            if sharpe is None or not math.isfinite(sharpe)
+            else f"Sharpe {sharpe:+.2f} at {row['timesteps']:,} timesteps"
+        )
+        mark = "  <- kept" if row["restart"] == choice["kept"] else ""
+        lines.append(f"  restart {row['restart']} (seed {row['seed']}): {best}{mark}")
+    return "\n".join(lines)
