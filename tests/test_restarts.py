@@ -60,7 +60,8 @@ def test_restart_1_is_the_run_a_single_seed_makes(restarted, tmp_path):
     single = tmp_path / "single"
     assert train(single) == 0
     for name in ("best_model.safetensors", "final_model.safetensors"):
-        ours, theirs = read_model_file(single / name), read_model_file(restarted / "restart_1" / name)
+        ours = read_model_file(single / name)
+        theirs = read_model_file(restarted / "restart_1" / name)
         assert ours.policy.keys() == theirs.policy.keys()
         assert all(ours.policy[k].equal(theirs.policy[k]) for k in ours.policy)
 

@@ -70,7 +70,7 @@ def keep_best_restart(run: RunDir, restarts: int, seed: int) -> dict[str, Any]:
     The best restart has the highest finite best-pass validation Sharpe (the first of equals);
     when none has one, restart 1 is kept and its final model becomes the run's final model.
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     for number in range(1, restarts + 1):
         history = read_validation_history(run.restart(number))
         best = best_pass(history)
