@@ -130,10 +130,7 @@ def train(
     if not resume:
         save_config(cfg, run.config)
         write_json_atomic(run.splits, data.to_dict())
-    if cfg.train.restarts == 1:
-        learn(cfg, run, resume, train_ranges, validation_envs)
-    else:
-        train_restarts(cfg, run, resume, train_ranges, validation_envs)
+    learn(cfg, run, resume, train_ranges, validation_envs)
 
     # The model `python -m training.backtest --model RUN_DIR` reads: best_model, else final_model.
     policy = load_model(run.root).policy
@@ -160,7 +157,29 @@ def learn(
     validation_envs: dict[str, TradingEnv],
 ) -> None:
     """One training run into `run`: PPO with checkpoints and validation passes (the best one
-    kept), continued from the newest checkpoint on `resume`; the final model saved."""
+    kept), continued from the newest checkpoint on `resume`; the final model saved.
+
+    With `train.restarts` > 1, that many such runs from different seeds, each in its own folder,
+    and the one that validates best kept as the run's model (`training.run.restarts`); on
+    `resume`, finished restarts are kept and the others continue from their newest checkpoint.
+    """
+    if cfg.train.restarts > 1:
+        for number in range(1, cfg.train.restarts + 1):
+            restart, restart_cfg = run.restart(number), restart_config(cfg, run, number)
+            state = restart_state(restart, cfg.train.total_timesteps, resume)
+            print(
+                f"\nrestart {number}/{cfg.train.restarts}, seed {restart_cfg.train.seed}: "
+                f"{_RESTART_STATES[state]} {restart.root}"
+            )
+            if state == "finished":
+                continue
+            if state == "new":
+                save_config(restart_cfg, restart.config)
+                write_bytes_atomic(restart.splits, run.splits.read_bytes())
+            prepare_torch(restart_cfg)
+            learn(restart_cfg, restart, state == "resume", train_ranges, validation_envs)
+        print(f"\n{format_restarts(keep_best_restart(run, cfg.train.restarts, cfg.train.seed))}")
+        return
     callbacks: list[BaseCallback] = [HyperParameters(flatten(config_to_dict(cfg)))]
     if cfg.train.checkpoint_every:
         callbacks.append(AtomicCheckpoint(run, cfg.train.checkpoint_every))
@@ -174,34 +193,6 @@ def learn(
     save_model_atomic(model, run.final_model)
     if not run.best_model.exists() and validation_envs:  # no pass saved one: validate the final
         validate(model, validation_envs, run)
-
-
-def train_restarts(
-    cfg: RunConfig,
-    run: RunDir,
-    resume: bool,
-    train_ranges: list[tuple[MarketData, range]],
-    validation_envs: dict[str, TradingEnv],
-) -> None:
-    """`train.restarts` runs from different seeds, each in its own folder (`learn`), then the one
-    that validates best is kept as the run's model (`training.run.restarts`). On `resume`,
-    finished restarts are kept and the others continue from their newest checkpoint."""
-    restarts = cfg.train.restarts
-    for number in range(1, restarts + 1):
-        restart, restart_cfg = run.restart(number), restart_config(cfg, run, number)
-        state = restart_state(restart, cfg.train.total_timesteps, resume)
-        seed = restart_cfg.train.seed
-        print(
-            f"\nrestart {number}/{restarts}, seed {seed}: {_RESTART_STATES[state]} {restart.root}"
-        )
-        if state == "finished":
-            continue
-        if state == "new":
-            save_config(restart_cfg, restart.config)
-            write_bytes_atomic(restart.splits, run.splits.read_bytes())
-        prepare_torch(restart_cfg)
-        learn(restart_cfg, restart, state == "resume", train_ranges, validation_envs)
-    print(f"\n{format_restarts(keep_best_restart(run, restarts, cfg.train.seed))}")
 
 
 _RESTART_STATES = {
