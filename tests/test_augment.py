@@ -1,9 +1,59 @@
-"""Training-time feature noise: fresh noise on the market window, nothing else touched."""
+"""Training-time augmentation: resampled paths made of real bars of the range only; fresh
+noise on the market window, nothing else touched."""
+
+import dataclasses
 
 import numpy as np
+import pytest
 
-from envs import BatchedTradingEnv, EnvConfig
-from training.run.augment import FeatureNoise
+from envs import BatchedTradingEnv, EnvConfig, load_market_data
+from training.run.augment import FeatureNoise, resampled_path
+
+
+@pytest.fixture(scope="module")
+def googl(data_dir):
+    return load_market_data(data_dir / "gymanytrading_GOOGL_daily.csv")
+
+
+def bar_shapes(market, start=1):
+    """Per bar from `start`: gap from the previous close, high, low and close over the open."""
+    o, h, lo, c = market.open, market.high, market.low, market.close
+    return np.column_stack([o[start:] / c[start - 1 : -1], h[start:] / o[start:],
+                            lo[start:] / o[start:], c[start:] / o[start:]])  # fmt: skip
+
+
+def test_a_resampled_path_is_made_of_blocks_of_the_ranges_own_bars(googl):
+    bars = range(200, 1200)
+    path = resampled_path(googl, bars, 50, np.random.default_rng(0))
+    assert len(path) == len(bars)
+    np.testing.assert_array_equal(path.timestamps, googl.timestamps[200:1200])
+    source = bar_shapes(googl.slice(200, 1200))  # [999, 4]: bars 1..999 of the range
+    new = bar_shapes(path)  # [999, 4]
+    # Every new bar is one of the range's bars, found by its shape; within a block, in order.
+    where = [
+        int(np.flatnonzero(np.all(np.isclose(source, row, rtol=1e-12), axis=1))[0]) for row in new
+    ]
+    runs = np.flatnonzero(np.diff(where) != 1)  # where one block ends and the next begins
+    assert len(runs) == len(bars) // 50 - 1 or len(runs) == len(bars) // 50  # 20 blocks, 999 bars
+    assert not np.array_equal(where, np.arange(999))  # the order is new
+    assert path.open[0] == googl.open[200] and path.close[0] == googl.close[200]
+    assert np.all(path.high >= np.maximum(path.open, path.close) * (1 - 1e-12))
+    assert np.all(path.low <= np.minimum(path.open, path.close) * (1 + 1e-12))
+
+
+def test_a_resampled_path_reads_nothing_outside_its_range(googl):
+    bars = range(300, 900)
+    changed = dataclasses.replace(
+        googl, close=np.where(np.arange(len(googl)) >= 900, 1.0, googl.close)
+    )
+    changed = dataclasses.replace(
+        changed, open=np.where(np.arange(len(googl)) < 300, 1.0, googl.open)
+    )
+    one, two = (resampled_path(m, bars, 64, np.random.default_rng(3)) for m in (googl, changed))
+    for name in ("open", "high", "low", "close", "volume"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
+    again = resampled_path(googl, bars, 64, np.random.default_rng(3))
+    np.testing.assert_array_equal(one.close, again.close)  # seeded: the same path
 
 
 def test_noise_is_added_to_the_market_window_only(data_dir):

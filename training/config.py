@@ -237,6 +237,8 @@ class TrainConfig:
     eval_every: int = 20_000  # timesteps between passes over the validation range; 0 disables
     patience: int = 0  # stop after this many validation passes without a new best; 0: never
     feature_noise: float = 0.0  # std of noise added to training windows' features (augmentation)
+    resampled_paths: int = 0  # block-bootstrap copies of each training range trained on as well
+    resample_block: int = 64  # bars per block of those copies (structure shorter than it survives)
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
@@ -260,6 +262,8 @@ class TrainConfig:
                 ("eval_every", self.eval_every >= 0, "an integer >= 0"),
                 ("patience", self.patience >= 0, "an integer >= 0"),
                 ("feature_noise", self.feature_noise >= 0, "a number >= 0"),
+                ("resampled_paths", self.resampled_paths >= 0, "an integer >= 0"),
+                ("resample_block", self.resample_block >= 1, "an integer >= 1"),
                 ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
                 (
                     "name",

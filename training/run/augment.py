@@ -1,10 +1,15 @@
-"""Training-time augmentation of observations: noise that keeps structure but breaks memorisation.
+"""Training-time augmentation: new paths and noise that keep structure but break memorisation.
 
 A window of a few dozen bars of one price history is a fingerprint: a policy can learn *where it
-is* in the training series and trade the future it has seen there. Gaussian noise on the market
-features of every training observation (a fresh draw each step) blurs that fingerprint while a
-trend, a volatility level or a stretched price, which span many bars, survive it. Evaluation
-(validation, backtests) always sees the clean features.
+is* in the training series and trade the future it has seen there. Two remedies, both for
+training only (validation and backtests always see the real bars and clean features):
+
+- `resampled_path`: a moving-block bootstrap of a training range's bars, a new path made of
+  blocks of consecutive real bars in a random order. What spans less than a block (a trend
+  regime, a volatility spell, a stretched price reverting) survives; the order of the blocks,
+  the path's fingerprint, is new with every copy.
+- `FeatureNoise`: Gaussian noise on the market features of every training observation (a fresh
+  draw each step), which blurs the fingerprint while what spans many bars survives.
 """
 
 from __future__ import annotations
@@ -13,7 +18,48 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
+from envs import MarketData
 from envs.features import CLIP
+
+
+def resampled_path(
+    market: MarketData, bars: range, block: int, rng: np.random.Generator
+) -> MarketData:
+    """A new path as long as `bars`, made of blocks of `block` consecutive bars of `bars` drawn
+    with replacement (a moving-block bootstrap).
+
+    Only bars inside `bars` are read, so a training range's copy holds nothing from after it.
+    The first bar is the range's own first bar; every later bar keeps its gap from the previous
+    close and its high, low and close relative to its open (so its wick and body are real), and
+    is put after the new path's previous close. Volumes come along. Timestamps are the range's
+    own: the copy trades on the same calendar.
+    """
+    if block < 1:
+        raise ValueError(f"block must be >= 1 bar, got {block}")
+    segment = market.slice(bars.start, bars.stop)
+    n = len(segment)
+    if n < 2:
+        raise ValueError(f"a resampled path needs at least 2 bars, got {n}")
+    o, h, lo, c = segment.open, segment.high, segment.low, segment.close  # [n] each
+    gap = np.log(o[1:] / c[:-1])  # [n - 1] bar i + 1's open against bar i's close
+    block = min(block, n - 1)
+    starts = rng.integers(1, n - block + 1, size=-(-(n - 1) // block))  # blocks of bars 1..n-1
+    picked = (starts[:, None] + np.arange(block)).ravel()[: n - 1]  # [n - 1] source bar of each
+    # Log close of each new bar: the previous close, the gap, then the source bar's body.
+    step = gap[picked - 1] + np.log(c[picked] / o[picked])  # [n - 1]
+    log_close = np.log(c[0]) + np.concatenate([[0.0], np.cumsum(step)])  # [n]
+    new_open = np.exp(log_close[:-1] + gap[picked - 1])  # [n - 1]
+    scale = new_open / o[picked]  # [n - 1] each source bar's prices times this
+    return MarketData(
+        source=f"{segment.source} (resampled)",
+        ticker=segment.ticker,
+        timestamps=segment.timestamps,
+        open=np.concatenate([[o[0]], new_open]),
+        high=np.concatenate([[h[0]], h[picked] * scale]),
+        low=np.concatenate([[lo[0]], lo[picked] * scale]),
+        close=np.concatenate([[c[0]], c[picked] * scale]),
+        volume=np.concatenate([[segment.volume[0]], segment.volume[picked]]),
+    )
 
 
 class FeatureNoise(VecEnvWrapper):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
@@ -22,7 +23,7 @@ from agent import MultiHeadPolicy
 from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
 from training.config import RunConfig
-from training.run.augment import FeatureNoise
+from training.run.augment import FeatureNoise, resampled_path
 from training.run.callbacks import HeadMonitor, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 
@@ -70,12 +71,23 @@ def fit(
     """A model trained on `ranges` ((market, bars) pairs) up to `cfg.train.total_timesteps`.
 
     `cfg.ppo.n_envs` accounts step together (`BatchedTradingEnv`, seeded with `train.seed`) on
-    one core over every range (`TradingCore.stacked`): each episode trades one instrument.
+    one core over every range (`TradingCore.stacked`): each episode trades one instrument. With
+    `train.resampled_paths` = K, K block-bootstrap copies of each range (`resampled_path`, drawn
+    from a generator seeded with `train.seed`) are trained on beside the real ones.
     The model is fresh, or continued from `checkpoint` (a model file with the optimizer state,
     `training.run.folder.restore_checkpoint`) in the same TensorBoard run. The per-head
     and trading monitors (`heads/...`, `trading/...`) always log; `callbacks` run after them.
     TensorBoard logs go to `run.tensorboard`; nothing is saved here.
     """
+    if cfg.train.resampled_paths:  # more paths of the same bars (`resampled_path`)
+        rng = np.random.default_rng(cfg.train.seed)
+        block = cfg.train.resample_block
+        copies = [
+            (resampled_path(market, bars, block, rng), range(len(bars)))
+            for _ in range(cfg.train.resampled_paths)
+            for market, bars in ranges
+        ]
+        ranges = [*ranges, *copies]
     env = BatchedTradingEnv(TradingCore.stacked(ranges, cfg.env), n_envs=cfg.ppo.n_envs)
     env.seed(cfg.train.seed)
     monitored: VecEnv = VecMonitor(env)
