@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 from envs import BatchedTradingEnv, EnvConfig, load_market_data
+from envs.core import TradingCore
+from training import train
+from training.run import session
 from training.run.augment import FeatureNoise, resampled_path
 
 
@@ -77,3 +80,20 @@ def test_noise_is_added_to_the_market_window_only(data_dir):
             np.testing.assert_array_equal(
                 ia[i]["terminal_observation"]["market"], ib[i]["terminal_observation"]["market"]
             )
+
+
+def test_training_adds_the_resampled_paths_and_says_so(tmp_path, capsys, monkeypatch):
+    built = []
+    stacked = TradingCore.stacked
+
+    def spy(parts, config):
+        built.append([market.source for market, _ in parts])
+        return stacked(parts, config)
+
+    monkeypatch.setattr(session.TradingCore, "stacked", spy)
+    run = tmp_path / "run"
+    args = ["--config", "configs/smoke.yaml", "--run-dir", str(run)]
+    assert train.main([*args, "--set", "train.resampled_paths=2"]) == 0
+    assert "and 2 resampled path(s) of each training range" in capsys.readouterr().out
+    (sources,) = built  # the training core: the real range, then its two copies
+    assert len(sources) == 3 and sources[1] == sources[2] == f"{sources[0]} (resampled)"

@@ -127,6 +127,11 @@ def train(
         f"device {cfg.policy.device}, torch CPU threads {torch.get_num_threads()}\n"
         f"{data.describe()}"
     )
+    if cfg.train.resampled_paths:
+        print(
+            f"  and {cfg.train.resampled_paths} resampled path(s) of each training range, in "
+            f"blocks of {cfg.train.resample_block} bars (train.resampled_paths)"
+        )
     if not resume:
         save_config(cfg, run.config)
         write_json_atomic(run.splits, data.to_dict())
