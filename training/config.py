@@ -238,7 +238,7 @@ class TrainConfig:
     patience: int = 0  # stop after this many validation passes without a new best; 0: never
     feature_noise: float = 0.0  # std of noise added to training windows' features (augmentation)
     resampled_paths: int = 0  # block-bootstrap copies of each training range trained on as well
-    resample_block: int = 64  # bars per block of those copies (structure shorter than it survives)
+    resample_block: int = 128  # bars per block of those copies (structure shorter than it survives)
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
