@@ -45,10 +45,12 @@ def resampled_path(
     block = min(block, n - 1)
     starts = rng.integers(1, n - block + 1, size=-(-(n - 1) // block))  # blocks of bars 1..n-1
     picked = (starts[:, None] + np.arange(block)).ravel()[: n - 1]  # [n - 1] source bar of each
+    gaps = gap[picked - 1]  # [n - 1] each new bar's gap from the previous close
     # Log close of each new bar: the previous close, the gap, then the source bar's body.
-    step = gap[picked - 1] + np.log(c[picked] / o[picked])  # [n - 1]
-    log_close = np.log(c[0]) + np.concatenate([[0.0], np.cumsum(step)])  # [n]
-    new_open = np.exp(log_close[:-1] + gap[picked - 1])  # [n - 1]
+    log_close = np.log(c[0]) + np.concatenate(
+        [[0.0], np.cumsum(gaps + np.log(c[picked] / o[picked]))]
+    )  # [n]
+    new_open = np.exp(log_close[:-1] + gaps)  # [n - 1]
     scale = new_open / o[picked]  # [n - 1] each source bar's prices times this
     return MarketData(
         source=f"{segment.source} (resampled)",

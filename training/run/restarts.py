@@ -34,11 +34,16 @@ SEED_STRIDE = 1000  # restart n trains with seed train.seed + SEED_STRIDE * (n -
 RestartState = Literal["finished", "resume", "new"]
 
 
+def restart_seed(seed: int, number: int) -> int:
+    """The seed of restart `number` (from 1) of a run with `train.seed` `seed`."""
+    return seed + SEED_STRIDE * (number - 1)
+
+
 def restart_config(cfg: RunConfig, run: RunDir, number: int) -> RunConfig:
     """The config of restart `number` (from 1) of `run`: its own seed and folder, one restart."""
     train = dataclasses.replace(
         cfg.train,
-        seed=cfg.train.seed + SEED_STRIDE * (number - 1),
+        seed=restart_seed(cfg.train.seed, number),
         restarts=1,
         run_dir=str(run.restart(number).root),
     )
@@ -71,12 +76,12 @@ def keep_best_restart(run: RunDir, restarts: int, seed: int) -> dict[str, Any]:
     when none has one, restart 1 is kept and its final model becomes the run's final model.
     """
     rows: list[dict[str, Any]] = []
-    for number in range(1, restarts + 1):
-        history = read_validation_history(run.restart(number))
+    histories = [read_validation_history(run.restart(n)) for n in range(1, restarts + 1)]
+    for number, history in enumerate(histories, start=1):
         best = best_pass(history)
         rows.append({
             "restart": number,
-            "seed": seed + SEED_STRIDE * (number - 1),
+            "seed": restart_seed(seed, number),
             "best_validation_sharpe": None if best is None else history[best]["sharpe"],
             "timesteps": None if best is None else history[best]["timesteps"],
             "validation_passes": len(history),
@@ -88,7 +93,7 @@ def keep_best_restart(run: RunDir, restarts: int, seed: int) -> dict[str, Any]:
         write_bytes_atomic(run.best_model, restart.best_model.read_bytes())
     else:
         write_bytes_atomic(run.final_model, restart.final_model.read_bytes())
-    write_json_atomic(run.validation_history, read_validation_history(restart))
+    write_json_atomic(run.validation_history, histories[kept["restart"] - 1])
     choice = {"kept": kept["restart"], "restarts": rows}
     write_json_atomic(run.restart_choice, choice)
     return choice
