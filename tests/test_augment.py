@@ -25,26 +25,51 @@ def bar_shapes(market, start=1):
                             lo[start:] / o[start:], c[start:] / o[start:]])  # fmt: skip
 
 
-def test_a_resampled_path_is_made_of_blocks_of_the_ranges_own_bars(googl):
+def source_bars(path, market, bars):
+    """Which bar of `bars` (1..len-1, as 0-based rows) each bar of `path` from 1 on is, found
+    by its shape."""
+    source = bar_shapes(market.slice(bars.start, bars.stop))  # [n - 1, 4]
+    new = bar_shapes(path)  # [n - 1, 4]
+    return np.array(
+        [int(np.flatnonzero(np.all(np.isclose(source, row, rtol=1e-12), axis=1))[0]) for row in new]
+    )
+
+
+@pytest.mark.parametrize("method", ["permutation", "bootstrap"])
+def test_a_resampled_path_is_made_of_blocks_of_the_ranges_own_bars(googl, method):
     bars = range(200, 1200)
-    path = resampled_path(googl, bars, 50, np.random.default_rng(0))
+    path = resampled_path(googl, bars, 50, np.random.default_rng(0), method)
     assert len(path) == len(bars)
     np.testing.assert_array_equal(path.timestamps, googl.timestamps[200:1200])
-    source = bar_shapes(googl.slice(200, 1200))  # [999, 4]: bars 1..999 of the range
-    new = bar_shapes(path)  # [999, 4]
-    # Every new bar is one of the range's bars, found by its shape; within a block, in order.
-    where = [
-        int(np.flatnonzero(np.all(np.isclose(source, row, rtol=1e-12), axis=1))[0]) for row in new
-    ]
+    where = source_bars(path, googl, bars)  # [999]; within a block, in order
     runs = np.flatnonzero(np.diff(where) != 1)  # where one block ends and the next begins
-    assert len(runs) == len(bars) // 50 - 1 or len(runs) == len(bars) // 50  # 20 blocks, 999 bars
+    assert len(bars) // 50 - 1 <= len(runs) <= len(bars) // 50  # 20 or 21 blocks, 999 bars
     assert not np.array_equal(where, np.arange(999))  # the order is new
     assert path.open[0] == googl.open[200] and path.close[0] == googl.close[200]
     assert np.all(path.high >= np.maximum(path.open, path.close) * (1 - 1e-12))
     assert np.all(path.low <= np.minimum(path.open, path.close) * (1 + 1e-12))
 
 
-def test_a_resampled_path_reads_nothing_outside_its_range(googl):
+def test_a_permuted_path_uses_every_bar_once_and_ends_where_the_range_ends(googl):
+    bars = range(200, 1200)
+    paths = [
+        resampled_path(googl, bars, 50, np.random.default_rng(s), "permutation") for s in (0, 1)
+    ]
+    for path in paths:
+        np.testing.assert_array_equal(np.sort(source_bars(path, googl, bars)), np.arange(999))
+        np.testing.assert_allclose(path.close[-1], googl.close[1199], rtol=1e-9)  # the same drift
+    first, second = (np.flatnonzero(np.diff(source_bars(p, googl, bars)) != 1) for p in paths)
+    assert not np.array_equal(first, second)  # the blocks are cut at a random offset
+
+
+def test_a_bootstrap_path_draws_blocks_with_replacement(googl):
+    bars = range(200, 1200)
+    path = resampled_path(googl, bars, 50, np.random.default_rng(0), "bootstrap")
+    assert len(np.unique(source_bars(path, googl, bars))) < 999  # some bars twice, some never
+
+
+@pytest.mark.parametrize("method", ["permutation", "bootstrap"])
+def test_a_resampled_path_reads_nothing_outside_its_range(googl, method):
     bars = range(300, 900)
     changed = dataclasses.replace(
         googl, close=np.where(np.arange(len(googl)) >= 900, 1.0, googl.close)
@@ -52,10 +77,12 @@ def test_a_resampled_path_reads_nothing_outside_its_range(googl):
     changed = dataclasses.replace(
         changed, open=np.where(np.arange(len(googl)) < 300, 1.0, googl.open)
     )
-    one, two = (resampled_path(m, bars, 64, np.random.default_rng(3)) for m in (googl, changed))
+    one, two = (
+        resampled_path(m, bars, 64, np.random.default_rng(3), method) for m in (googl, changed)
+    )
     for name in ("open", "high", "low", "close", "volume"):
         np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
-    again = resampled_path(googl, bars, 64, np.random.default_rng(3))
+    again = resampled_path(googl, bars, 64, np.random.default_rng(3), method)
     np.testing.assert_array_equal(one.close, again.close)  # seeded: the same path
 
 
@@ -82,6 +109,13 @@ def test_noise_is_added_to_the_market_window_only(data_dir):
             )
 
 
+def test_an_unknown_method_or_block_is_refused(googl):
+    with pytest.raises(ValueError, match="method must be one of"):
+        resampled_path(googl, range(0, 100), 10, np.random.default_rng(0), "shuffle")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="block must be >= 1"):
+        resampled_path(googl, range(0, 100), 0, np.random.default_rng(0), "permutation")
+
+
 def test_training_adds_the_resampled_paths_and_says_so(tmp_path, capsys, monkeypatch):
     built = []
     stacked = TradingCore.stacked
@@ -93,7 +127,8 @@ def test_training_adds_the_resampled_paths_and_says_so(tmp_path, capsys, monkeyp
     monkeypatch.setattr(session.TradingCore, "stacked", spy)
     run = tmp_path / "run"
     args = ["--config", "configs/smoke.yaml", "--run-dir", str(run)]
-    assert train.main([*args, "--set", "train.resampled_paths=2"]) == 0
+    overrides = ["--set", "train.resampled_paths=2", "--set", "train.resample_method=permutation"]
+    assert train.main([*args, *overrides]) == 0
     assert "and 2 resampled path(s) of each training range" in capsys.readouterr().out
     (sources,) = built  # the training core: the real range, then its two copies
     assert len(sources) == 3 and sources[1] == sources[2] == f"{sources[0]} (resampled)"

@@ -55,6 +55,8 @@ _T = TypeVar("_T", bound="DataclassInstance")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _RUN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _OVERRIDE_SOURCE = "--set"
+# How resampled training paths order their blocks (`training.run.augment.block_order`).
+ResampleMethod = Literal["permutation", "bootstrap"]
 _DERIVED = {  # keys that once were configured, and where the value comes from now
     "trunk.window": "the trunk reads env.window",
     "trunk.n_features": "the trunk reads the data's feature count",
@@ -237,8 +239,11 @@ class TrainConfig:
     eval_every: int = 20_000  # timesteps between passes over the validation range; 0 disables
     patience: int = 0  # stop after this many validation passes without a new best; 0: never
     feature_noise: float = 0.0  # std of noise added to training windows' features (augmentation)
-    resampled_paths: int = 0  # block-bootstrap copies of each training range trained on as well
+    resampled_paths: int = (
+        0  # copies of each training range, in blocks of real bars, trained on too
+    )
     resample_block: int = 128  # bars per block of those copies (structure shorter than it survives)
+    resample_method: ResampleMethod = "bootstrap"  # "permutation": the range's blocks shuffled
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()

@@ -130,7 +130,8 @@ def train(
     if cfg.train.resampled_paths:
         print(
             f"  and {cfg.train.resampled_paths} resampled path(s) of each training range, in "
-            f"blocks of {cfg.train.resample_block} bars (train.resampled_paths)"
+            f"blocks of {cfg.train.resample_block} bars by {cfg.train.resample_method} "
+            "(train.resampled_paths)"
         )
     if not resume:
         save_config(cfg, run.config)

@@ -4,15 +4,18 @@ A window of a few dozen bars of one price history is a fingerprint: a policy can
 is* in the training series and trade the future it has seen there. Two remedies, both for
 training only (validation and backtests always see the real bars and clean features):
 
-- `resampled_path`: a moving-block bootstrap of a training range's bars, a new path made of
-  blocks of consecutive real bars in a random order. What spans less than a block (a trend
-  regime, a volatility spell, a stretched price reverting) survives; the order of the blocks,
-  the path's fingerprint, is new with every copy.
+- `resampled_path`: a new path made of blocks of consecutive real bars of a training range in a
+  random order, either the range's own blocks shuffled (every bar once, so the path ends where
+  the range ends) or blocks drawn with replacement (a moving-block bootstrap). What spans less
+  than a block (a trend regime, a volatility spell, a stretched price reverting) survives; the
+  order of the blocks, the path's fingerprint, is new with every copy.
 - `FeatureNoise`: Gaussian noise on the market features of every training observation (a fresh
   draw each step), which blurs the fingerprint while what spans many bars survives.
 """
 
 from __future__ import annotations
+
+import typing
 
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
@@ -20,31 +23,55 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 
 from envs import MarketData
 from envs.features import CLIP
+from training.config import ResampleMethod
+
+
+def block_order(n: int, block: int, method: ResampleMethod, rng: np.random.Generator) -> np.ndarray:
+    """Source bars 1..n-1 of a range of `n` bars in a new order: [n - 1] indices, made of runs of
+    consecutive bars (blocks of `block`).
+
+    "permutation": bars 1..n-1 are cut into blocks at a random offset (the first block holds 1 to
+    `block` bars, the last what is left) and the blocks are shuffled, so every bar appears exactly
+    once. "bootstrap": blocks of `block` bars start anywhere in 1..n-1 and are drawn with
+    replacement (a moving-block bootstrap), so a bar may appear several times or not at all.
+    """
+    if block < 1:
+        raise ValueError(f"block must be >= 1 bar, got {block}")
+    if n < 2:
+        raise ValueError(f"a resampled path needs at least 2 bars, got {n}")
+    block = min(block, n - 1)
+    if method == "permutation":
+        cuts = np.arange(1 + int(rng.integers(1, block + 1)), n, block)  # block starts after 1
+        blocks = np.split(np.arange(1, n), cuts - 1)  # [1, cut_1), [cut_1, cut_2), ... [.., n)
+        return np.concatenate([blocks[k] for k in rng.permutation(len(blocks))])
+    if method == "bootstrap":
+        starts = rng.integers(1, n - block + 1, size=-(-(n - 1) // block))
+        return (starts[:, None] + np.arange(block)).ravel()[: n - 1]
+    raise ValueError(f"method must be one of {typing.get_args(ResampleMethod)}, got {method!r}")
 
 
 def resampled_path(
-    market: MarketData, bars: range, block: int, rng: np.random.Generator
+    market: MarketData,
+    bars: range,
+    block: int,
+    rng: np.random.Generator,
+    method: ResampleMethod,
 ) -> MarketData:
-    """A new path as long as `bars`, made of blocks of `block` consecutive bars of `bars` drawn
-    with replacement (a moving-block bootstrap).
+    """A new path as long as `bars`, made of blocks of `block` consecutive bars of `bars` in the
+    order `block_order` draws with `method`.
 
     Only bars inside `bars` are read, so a training range's copy holds nothing from after it.
     The first bar is the range's own first bar; every later bar keeps its gap from the previous
     close and its high, low and close relative to its open (so its wick and body are real), and
     is put after the new path's previous close. Volumes come along. Timestamps are the range's
-    own: the copy trades on the same calendar.
+    own: the copy trades on the same calendar. With "permutation" every bar of the range is
+    used once, so the copy's last close is the range's own: the drift it shows is the range's.
     """
-    if block < 1:
-        raise ValueError(f"block must be >= 1 bar, got {block}")
     segment = market.slice(bars.start, bars.stop)
     n = len(segment)
-    if n < 2:
-        raise ValueError(f"a resampled path needs at least 2 bars, got {n}")
+    picked = block_order(n, block, method, rng)  # [n - 1] source bar of each new bar 1..n-1
     o, h, lo, c = segment.open, segment.high, segment.low, segment.close  # [n] each
     gap = np.log(o[1:] / c[:-1])  # [n - 1] bar i + 1's open against bar i's close
-    block = min(block, n - 1)
-    starts = rng.integers(1, n - block + 1, size=-(-(n - 1) // block))  # blocks of bars 1..n-1
-    picked = (starts[:, None] + np.arange(block)).ravel()[: n - 1]  # [n - 1] source bar of each
     gaps = gap[picked - 1]  # [n - 1] each new bar's gap from the previous close
     # Log close of each new bar: the previous close, the gap, then the source bar's body.
     log_close = np.log(c[0]) + np.concatenate(

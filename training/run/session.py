@@ -72,8 +72,9 @@ def fit(
 
     `cfg.ppo.n_envs` accounts step together (`BatchedTradingEnv`, seeded with `train.seed`) on
     one core over every range (`TradingCore.stacked`): each episode trades one instrument. With
-    `train.resampled_paths` = K, K block-bootstrap copies of each range (`resampled_path`, drawn
-    from a generator seeded with `train.seed`) are trained on beside the real ones.
+    `train.resampled_paths` = K, K copies of each range in blocks of `train.resample_block` bars
+    (`resampled_path` with `train.resample_method`, drawn from a generator seeded with
+    `train.seed`) are trained on beside the real ones.
     The model is fresh, or continued from `checkpoint` (a model file with the optimizer state,
     `training.run.folder.restore_checkpoint`) in the same TensorBoard run. The per-head
     and trading monitors (`heads/...`, `trading/...`) always log; `callbacks` run after them.
@@ -81,9 +82,9 @@ def fit(
     """
     if cfg.train.resampled_paths:  # more paths of the same bars (`resampled_path`)
         rng = np.random.default_rng(cfg.train.seed)
-        block = cfg.train.resample_block
+        block, method = cfg.train.resample_block, cfg.train.resample_method
         copies = [
-            (resampled_path(market, bars, block, rng), range(len(bars)))
+            (resampled_path(market, bars, block, rng, method), range(len(bars)))
             for _ in range(cfg.train.resampled_paths)
             for market, bars in ranges
         ]
