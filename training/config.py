@@ -243,7 +243,7 @@ class TrainConfig:
         0  # copies of each training range, in blocks of real bars, trained on too
     )
     resample_block: int = 128  # bars per block of those copies (structure shorter than it survives)
-    resample_method: ResampleMethod = "bootstrap"  # "permutation": the range's blocks shuffled
+    resample_method: ResampleMethod = "permutation"  # the range's blocks shuffled, or "bootstrap"
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
