@@ -237,6 +237,7 @@ class TrainConfig:
     restarts: int = 1  # trainings from seeds seed, seed + 1000, ...; the best on validation is kept
     checkpoint_every: int = 20_000  # timesteps between checkpoints; 0 disables
     eval_every: int = 20_000  # timesteps between passes over the validation range; 0 disables
+    eval_start: int = 0  # timesteps before the first pass (a warm-up: nothing earlier is kept)
     patience: int = 0  # stop after this many validation passes without a new best; 0: never
     feature_noise: float = 0.0  # std of noise added to training windows' features (augmentation)
     resampled_paths: int = (
@@ -265,6 +266,7 @@ class TrainConfig:
                 ("restarts", self.restarts >= 1, "an integer >= 1"),
                 ("checkpoint_every", self.checkpoint_every >= 0, "an integer >= 0"),
                 ("eval_every", self.eval_every >= 0, "an integer >= 0"),
+                ("eval_start", self.eval_start >= 0, "an integer >= 0"),
                 ("patience", self.patience >= 0, "an integer >= 0"),
                 ("feature_noise", self.feature_noise >= 0, "a number >= 0"),
                 ("resampled_paths", self.resampled_paths >= 0, "an integer >= 0"),

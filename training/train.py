@@ -192,8 +192,8 @@ def learn(
     if cfg.train.importance_every:
         callbacks.append(HeadImportanceCallback(cfg.train.importance_every))
     if cfg.train.eval_every and validation_envs:
-        every, patience = cfg.train.eval_every, cfg.train.patience
-        callbacks.append(ValidationCallback(validation_envs, run, every, patience))
+        every, patience, start = cfg.train.eval_every, cfg.train.patience, cfg.train.eval_start
+        callbacks.append(ValidationCallback(validation_envs, run, every, patience, start))
     checkpoint = run.latest_checkpoint() if resume else None
     model = fit(cfg, train_ranges, run, callbacks=callbacks, checkpoint=checkpoint)
     save_model_atomic(model, run.final_model)

@@ -122,24 +122,34 @@ class TradingMonitor(BaseCallback):
 
 
 class PeriodicCallback(BaseCallback):
-    """A callback with work due at each multiple of `every` timesteps, also after a resume."""
+    """A callback with work due at each multiple of `every` timesteps from `start` on, also
+    after a resume."""
 
-    def __init__(self, every: int) -> None:
+    def __init__(self, every: int, start: int = 0) -> None:
         super().__init__()
         if every < 1:
             raise ValueError(f"every must be >= 1 timestep, got {every}")
+        if start < 0:
+            raise ValueError(f"start must be >= 0 timesteps, got {start}")
         self.every = every
-        self._next = every
+        self.start = start
+        self._next = self._after(0)
+
+    def _after(self, timesteps: int) -> int:
+        """The first multiple of `every` after `timesteps` and at or after `start`."""
+        return max(
+            (timesteps // self.every + 1) * self.every, -(-self.start // self.every) * self.every
+        )
 
     def _init_callback(self) -> None:
         # The model's count: the callback's own is still 0 here, also when a run is resumed.
-        self._next = (self.model.num_timesteps // self.every + 1) * self.every
+        self._next = self._after(self.model.num_timesteps)
 
     def _due(self) -> bool:
         """True once each time the timestep count reaches the next multiple of `every`."""
         if self.num_timesteps < self._next:
             return False
-        self._next = (self.num_timesteps // self.every + 1) * self.every
+        self._next = self._after(self.num_timesteps)
         return True
 
     def _on_step(self) -> bool:
@@ -147,7 +157,10 @@ class PeriodicCallback(BaseCallback):
 
 
 class ValidationCallback(PeriodicCallback):
-    """Every `every` timesteps, a validation pass (`training.evaluation.validation.validate`).
+    """Every `every` timesteps from `start` on, a validation pass
+    (`training.evaluation.validation.validate`). Skipping the passes before `start` is a
+    warm-up: a policy a few updates from its near-uniform start can win a validation range by
+    luck, and is then the model kept.
 
     It backtests the deterministic policy on every instrument's validation range, keeps
     `best_model.safetensors` and `validation.json` in `run`, and logs the metrics under
@@ -159,9 +172,14 @@ class ValidationCallback(PeriodicCallback):
     """
 
     def __init__(
-        self, envs: Mapping[str, TradingEnv], run: RunDir, every: int, patience: int = 0
+        self,
+        envs: Mapping[str, TradingEnv],
+        run: RunDir,
+        every: int,
+        patience: int = 0,
+        start: int = 0,
     ) -> None:
-        super().__init__(every)
+        super().__init__(every, start)
         self.envs = envs
         self.run = run
         self.patience = patience
