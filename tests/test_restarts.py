@@ -5,6 +5,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from training.config import load_config
 from training.run.folder import RunDir, load_model
@@ -54,6 +55,13 @@ def test_the_run_keeps_the_restart_with_the_best_validation_pass(restarted):
     assert (restarted / "validation.json").read_text() == (source / "validation.json").read_text()
     assert load_model(restarted).path == restarted / "best_model.safetensors"
     assert (restarted / "report" / "metrics.json").is_file()  # the test backtest of the kept one
+    events = EventAccumulator(str(restarted / "tb" / "restarts"))  # TensorBoard shows the choice
+    events.Reload()
+    logged = events.Scalars("restarts/best_validation_sharpe")
+    assert [(e.step, e.value) for e in logged] == [
+        (n, pytest.approx(scores[n - 1])) for n in (1, 2, 3)
+    ]
+    assert {e.value for e in events.Scalars("restarts/kept")} == {kept}
 
 
 def test_restart_1_is_the_run_a_single_seed_makes(restarted, tmp_path):

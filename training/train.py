@@ -53,6 +53,7 @@ from training.run.folder import ModelError, RunDir, load_model, save_model_atomi
 from training.run.restarts import (
     format_restarts,
     keep_best_restart,
+    log_restarts,
     restart_config,
     restart_state,
 )
@@ -184,7 +185,9 @@ def learn(
                 write_bytes_atomic(restart.splits, run.splits.read_bytes())
             prepare_torch(restart_cfg)
             learn(restart_cfg, restart, state == "resume", train_ranges, validation_envs)
-        print(f"\n{format_restarts(keep_best_restart(run, cfg.train.restarts, cfg.train.seed))}")
+        choice = keep_best_restart(run, cfg.train.restarts, cfg.train.seed)
+        log_restarts(run, choice)
+        print(f"\n{format_restarts(choice)}")
         return
     callbacks: list[BaseCallback] = [HyperParameters(flatten(config_to_dict(cfg)))]
     if cfg.train.checkpoint_every:

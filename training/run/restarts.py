@@ -13,7 +13,8 @@ with seed ``train.seed + SEED_STRIDE * (n - 1)`` (`restart_config`): restart 1 i
 the restart whose best validation pass has the highest Sharpe to the run's own
 `best_model.safetensors`, and that restart's validation history to the run's `validation.json`,
 so the run reads like a single one (backtests, `--resume`, the benchmarks); `restarts.json`
-records every restart's seed and best pass, and which one was kept.
+records every restart's seed and best pass, and which one was kept, and `log_restarts` shows the
+same in TensorBoard.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import Any, Literal
+
+from stable_baselines3.common.logger import configure
 
 from training.config import RunConfig
 from training.evaluation.selection import best_pass
@@ -112,3 +115,18 @@ def format_restarts(choice: dict[str, Any]) -> str:
         mark = "  <- kept" if row["restart"] == choice["kept"] else ""
         lines.append(f"  restart {row['restart']} (seed {row['seed']}): {best}{mark}")
     return "\n".join(lines)
+
+
+def log_restarts(run: RunDir, choice: dict[str, Any]) -> None:
+    """Log the restarts compared by `keep_best_restart` to TensorBoard in `run`'s own folder,
+    `<run>/tb/restarts`, next to each restart's training logs (`<run>/restart_<n>/tb`): at step
+    n, restart n's best validation Sharpe (`restarts/best_validation_sharpe`, when finite) and
+    the number of the kept one (`restarts/kept`)."""
+    logger = configure(str(run.tensorboard / "restarts"), ["tensorboard"])
+    for row in choice["restarts"]:
+        sharpe = row["best_validation_sharpe"]
+        if sharpe is not None and math.isfinite(sharpe):
+            logger.record("restarts/best_validation_sharpe", sharpe)
+        logger.record("restarts/kept", choice["kept"])
+        logger.dump(step=row["restart"])
+    logger.close()
