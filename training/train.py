@@ -130,9 +130,9 @@ def train(
     )
     if cfg.train.resampled_paths:
         print(
-            f"  and {cfg.train.resampled_paths} resampled path(s) of each training range, in "
-            f"blocks of {cfg.train.resample_block} bars by {cfg.train.resample_method} "
-            "(train.resampled_paths)"
+            f"  and {cfg.train.resampled_paths} resampled path(s) of each training range: blocks "
+            f"of {cfg.train.resample_block} bars, {cfg.train.resample_method} "
+            "(train.resampled_paths, train.resample_block, train.resample_method)"
         )
     if not resume:
         save_config(cfg, run.config)
