@@ -1,6 +1,7 @@
 """`benchmarks/learning.py`: an --out that holds results is refused; a run scores the agent and
 the estimated ceiling on its tail and on fresh series, and probes the heads' use of volatility."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -82,3 +83,29 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
         assert 0.0 <= volatility[f"probe_flat_state{k}"] <= 1.0
     assert "probe_leverage_state0" not in result  # trend: no volatility levels to probe
     assert "volatility probe" in done.stdout
+
+
+def learning_module():
+    """benchmarks/learning.py as a module (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("learning", REPO / "benchmarks" / "learning.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_shorter_run_keeps_the_configs_validation_schedule(tmp_path: Path, capsys) -> None:
+    learning = learning_module()
+    default = str(REPO / "configs" / "default.yaml")  # passes every 15k of 150k, from 60k on
+    assert learning.validation_schedule(default, [], 40_000) == [
+        "train.total_timesteps=40000",
+        "train.eval_every=4000",
+        "train.eval_start=16000",
+    ]
+    started = learning.validation_schedule(default, ["train.eval_start=0"], 40_000)
+    assert started[-1] == "train.eval_start=0"
+    wrong = ["--quick", "--set", "train.eval_start=-1", "--out", str(tmp_path)]
+    assert learning.main(wrong) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("benchmarks/learning.py: ") and "train.eval_start" in line
