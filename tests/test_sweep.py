@@ -124,6 +124,14 @@ def make_plan(tmp_path: Path, seed: int = 0, samples: int = 3, seeds: int = 2):
     return build_plan(SMOKE, None, ["train.total_timesteps=128"], space, samples, seeds, seed)
 
 
+def test_no_trial_is_stopped_before_its_first_validation_pass(tmp_path, monkeypatch):
+    space = read_space(write_space(tmp_path, "ppo.n_epochs: {randint: [1, 4]}\n"), SMOKE)
+    sets = ["train.total_timesteps=512", "train.eval_every=128", "train.eval_start=300"]
+    plan = build_plan(SMOKE, None, sets, space, 2, 1, 0)
+    monkeypatch.setattr(sweep.ray_trials, "asha", lambda longest, grace: (longest, grace))
+    assert sweep.asha_for(plan) == (512, 384)  # passes at 384 and 512 only
+
+
 def test_the_plan_is_reproducible_from_the_sampler_seed(tmp_path):
     first, again = make_plan(tmp_path, seed=7), make_plan(tmp_path, seed=7)
     assert first == again

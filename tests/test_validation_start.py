@@ -3,14 +3,13 @@
 import json
 
 from training import train
-from training.run.callbacks import PeriodicCallback
+from training.run.callbacks import due_after
 
 
 def test_work_is_due_at_multiples_of_every_from_start_on():
-    plain, warm = PeriodicCallback(128), PeriodicCallback(128, start=300)
-    assert [plain._after(t) for t in (0, 127, 128, 300)] == [128, 128, 256, 384]
-    assert [warm._after(t) for t in (0, 127, 128, 384, 400)] == [384, 384, 384, 512, 512]
-    assert PeriodicCallback(128, start=256)._after(0) == 256  # a start on a multiple is one
+    assert [due_after(t, 128) for t in (0, 127, 128, 300)] == [128, 128, 256, 384]
+    assert [due_after(t, 128, 300) for t in (0, 127, 128, 384, 400)] == [384, 384, 384, 512, 512]
+    assert due_after(0, 128, 256) == 256  # a start on a multiple is one
 
 
 def test_no_validation_pass_runs_before_eval_start(tmp_path):

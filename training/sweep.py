@@ -43,6 +43,7 @@ from training.experiments.summary import (
     selection_text,
     write_outputs,
 )
+from training.run.callbacks import due_after
 from training.run.data import data_files
 
 RUN_AGAIN = "python -m training.sweep --resume"
@@ -153,11 +154,15 @@ def pending_jobs(plan: Plan, out: Path, cpus: float) -> list[ray_trials.Job]:
 
 def asha_for(plan: Plan) -> Any:
     """ASHA up to the plan's longest run; no trial stops before its first validation (the
-    shortest `train.eval_every` of the plan is the grace period)."""
+    earliest first pass of the plan, from `train.eval_every` and `train.eval_start`, is the
+    grace period)."""
     data = [f"data.path={plan.data}"] if plan.data else []
     cfgs = [load_config(plan.config, [*data, *plan.trial_overrides(t)]) for t in plan.trials]
     longest = max(c.train.total_timesteps for c in cfgs)
-    grace = min((c.train.eval_every for c in cfgs if c.train.eval_every), default=longest)
+    firsts = [
+        due_after(0, c.train.eval_every, c.train.eval_start) for c in cfgs if c.train.eval_every
+    ]
+    grace = min(firsts, default=longest)
     return ray_trials.asha(longest, grace)
 
 

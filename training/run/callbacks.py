@@ -121,6 +121,12 @@ class TradingMonitor(BaseCallback):
         self._episodes.clear()
 
 
+def due_after(timesteps: int, every: int, start: int = 0) -> int:
+    """The first multiple of `every` after `timesteps` and at or after `start`: when periodic
+    work (a checkpoint, a validation pass) next falls due."""
+    return max((timesteps // every + 1) * every, -(-start // every) * every)
+
+
 class PeriodicCallback(BaseCallback):
     """A callback with work due at each multiple of `every` timesteps from `start` on, also
     after a resume."""
@@ -133,23 +139,17 @@ class PeriodicCallback(BaseCallback):
             raise ValueError(f"start must be >= 0 timesteps, got {start}")
         self.every = every
         self.start = start
-        self._next = self._after(0)
-
-    def _after(self, timesteps: int) -> int:
-        """The first multiple of `every` after `timesteps` and at or after `start`."""
-        return max(
-            (timesteps // self.every + 1) * self.every, -(-self.start // self.every) * self.every
-        )
+        self._next = due_after(0, every, start)
 
     def _init_callback(self) -> None:
         # The model's count: the callback's own is still 0 here, also when a run is resumed.
-        self._next = self._after(self.model.num_timesteps)
+        self._next = due_after(self.model.num_timesteps, self.every, self.start)
 
     def _due(self) -> bool:
         """True once each time the timestep count reaches the next multiple of `every`."""
         if self.num_timesteps < self._next:
             return False
-        self._next = self._after(self.num_timesteps)
+        self._next = due_after(self.num_timesteps, self.every, self.start)
         return True
 
     def _on_step(self) -> bool:
