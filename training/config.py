@@ -240,9 +240,7 @@ class TrainConfig:
     eval_start: int = 0  # timesteps before the first pass (a warm-up: nothing earlier is kept)
     patience: int = 0  # stop after this many validation passes without a new best; 0: never
     feature_noise: float = 0.0  # std of noise added to training windows' features (augmentation)
-    resampled_paths: int = (
-        0  # copies of each training range, in blocks of real bars, trained on too
-    )
+    resampled_paths: int = 0  # copies of each training range in reordered blocks, trained on too
     resample_block: int = 128  # bars per block of those copies (structure shorter than it survives)
     resample_method: ResampleMethod = "permutation"  # the range's blocks shuffled, or "bootstrap"
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
