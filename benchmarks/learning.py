@@ -2,12 +2,14 @@
 
 The yardstick of ../shared/LEARNING.md, in one run:
 
-1. **Synthetic series** (`envs.synthetic`): five seeded generators with a hidden state the
-   benchmark knows (random walk, trend regimes, volatility regimes, mean reversion, crash risk),
-   bars from intrabar paths. Each series has 7,000 bars: the agent trains on the first 3,000
-   with the product's own training path (`training.train.train`: validation on the next 1,000
-   picks the best model), and is tested on the last 3,000, a tail it never saw (long, because a
-   levered rule's log growth over 1,000 bars is too noisy to rank rules by). On that tail,
+1. **Synthetic series** (`envs.synthetic`): six seeded generators with a hidden state the
+   benchmark knows (random walk, trend regimes, volatility regimes, mean reversion, crash risk,
+   and turbulence regimes: volatility regimes whose growth-optimal leverage in turbulence is
+   below 0.5x, so that an agent capped at 1x has a leverage task too), bars from intrabar
+   paths. Each series has 7,000 bars: the agent trains on the first 3,000 with the product's
+   own training path (`training.train.train`: validation on the next 1,000 picks the best
+   model), and is tested on the last 3,000, a tail it never saw (long, because a levered rule's
+   log growth over 1,000 bars is too noisy to rank rules by). On that tail,
    through the same engine and costs:
    - the oracle knows the hidden state (an upper bound), and the fair ceiling knows the
      generator's parameters but infers the state from past bars (HMM forward / Kalman filter),
@@ -69,7 +71,14 @@ sys.path.insert(0, str(REPO))
 N_TRAIN, N_VALIDATION, N_TAIL = 3000, 1000, 3000  # bars of each synthetic series, in order
 FRESH_SEED = 10_000  # fresh series k of a kind has seed FRESH_SEED + k, the same for every run
 FRESH_SERIES = 8  # fresh series each agent is scored on by default (--quick: 2)
-KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "mean_reversion", "crash_risk")
+KINDS = (
+    "random_walk",
+    "trend_regimes",
+    "volatility_regimes",
+    "mean_reversion",
+    "crash_risk",
+    "turbulence_regimes",
+)
 
 
 @dataclass(frozen=True)
@@ -163,7 +172,9 @@ def run_synthetic(job: Job) -> dict[str, Any]:
 
 REFERENCES = ("oracle", "ceiling")
 # Kinds whose parameters `envs.synthetic.estimation` fits: the estimated ceiling is scored there.
-ESTIMATED_KINDS = ("random_walk", "trend_regimes", "volatility_regimes")
+ESTIMATED_KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "turbulence_regimes")
+# Calm / turbulent kinds: the volatility probe runs there.
+VOLATILITY_KINDS = ("volatility_regimes", "turbulence_regimes")
 
 
 def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
@@ -178,7 +189,7 @@ def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
 
 def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
     """The saved agent of `run_root` (trained on series `seed` of `kind`), loaded once and scored
-    on fresh series (`score_on_fresh_series`) and, on volatility regimes, probed
+    on fresh series (`score_on_fresh_series`) and, on the `VOLATILITY_KINDS`, probed
     (`volatility_probe`)."""
     from training.run.folder import load_model
 
@@ -317,16 +328,17 @@ def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]
 def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
     """What the agent `model` (a `LoadedModel`) decides when only the volatility level changes.
 
-    On the volatility-regime kind only (else {}): at every decision bar of the tail of series
+    On the `VOLATILITY_KINDS` only (else {}): at every decision bar of the tail of series
     `seed`, the observation the agent would see from a flat account, with the `volatility`
     column of the whole window set to the level of each regime (the generator's per-bar vol,
     annualised as the env does) and `volatility_trend` to 0; everything else, the scaled price
     moves included, is the bar's own. Per regime k, averaged over the bars: the leverage head's
     expected level (``probe_leverage_state<k>``) and the direction head's probability of flat
-    (``probe_flat_state<k>``). Growth-optimal leverage is about 6x calm and 0.9x turbulent, so
-    a head that reads the level chooses less in state 1.
+    (``probe_flat_state<k>``). Growth-optimal leverage is about 6x calm and 0.9x turbulent on
+    volatility regimes, 6x and 0.32x on turbulence regimes, so a head that reads the level
+    chooses less in state 1.
     """
-    if kind != "volatility_regimes":
+    if kind not in VOLATILITY_KINDS:
         return {}
     import numpy as np
     import torch
@@ -480,7 +492,7 @@ def exposure_table(results: Sequence[dict[str, Any]]) -> str:
 
 
 def probe_table(results: Sequence[dict[str, Any]]) -> str:
-    """Per volatility-regime run: the heads' answer to the volatility level alone
+    """Per run on a `VOLATILITY_KINDS` series: the heads' answer to the volatility level alone
     (`volatility_probe`)."""
     rows = [
         [r["kind"], str(r["seed"]), *(f"{r[f'probe_leverage_state{k}']:.2f} / "
@@ -705,7 +717,7 @@ def write_and_print(report: dict[str, Any], path: Path) -> int:
         print(synthetic_table(results))
         print(
             "\nheld exposure and chosen leverage by hidden state (trend: 0 down, 1 up; "
-            "volatility: 0 calm, 1 turbulent; crash: 0 calm, 1 fragile):"
+            "volatility and turbulence: 0 calm, 1 turbulent; crash: 0 calm, 1 fragile):"
         )
         print(exposure_table(results))
         if any("probe_leverage_state0" in r for r in results):

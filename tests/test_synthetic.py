@@ -74,6 +74,9 @@ def test_regime_kinds_visit_each_state_with_the_configured_spells():
     calm, turbulent = returns[vol.state[1:] == 0], returns[vol.state[1:] == 1]
     assert np.std(calm) == pytest.approx(0.01, rel=0.05)
     assert np.std(turbulent) == pytest.approx(0.03, rel=0.05)
+    violent = generate("turbulence_regimes", 20_000, seed=1)
+    returns = np.diff(np.log(violent.market.close))
+    assert np.std(returns[violent.state[1:] == 1]) == pytest.approx(0.05, rel=0.05)
 
 
 @pytest.mark.parametrize("overnight", [0.0, 1.0])
@@ -124,7 +127,12 @@ def test_filters_and_the_ceiling_are_causal(kind):
 
 @pytest.mark.parametrize(
     ("kind", "least"),
-    [("trend_regimes", 0.62), ("volatility_regimes", 0.9), ("crash_risk", 0.7)],
+    [
+        ("trend_regimes", 0.62),
+        ("volatility_regimes", 0.9),
+        ("crash_risk", 0.7),
+        ("turbulence_regimes", 0.9),
+    ],
 )
 def test_regime_filters_classify_well_above_chance(kind, least):
     series = generate(kind, 4000, seed=4)
@@ -275,6 +283,36 @@ def test_oracle_beats_ceiling_beats_buy_and_hold(kind, n_bars, seeds):
         )
     oracle_growth, ceiling_growth, buy_and_hold = total
     assert oracle_growth > ceiling_growth > buy_and_hold + 0.5
+
+
+def test_turbulence_regimes_give_an_agent_capped_at_1x_a_leverage_task():
+    """Where 1x is the top level, the fair ceiling holds about 1x in calm spells and 0.5x in
+    turbulent ones, and gains on buy-and-hold summed over seeds (on one seed a turbulent rally
+    can favour 1x); on `volatility_regimes` the same cap leaves it nothing to do."""
+    config = EnvConfig(leverage_levels=(0.5, 1.0), long_only=True, risk_levels=(0.1, math.inf))
+    tail = range(1000, 6000)
+    total, exposure = np.zeros(2), {0: [], 1: []}
+    for seed in range(6):
+        series = generate("turbulence_regimes", 6000, seed)
+        ceiling = ceiling_actions(series, config, start=tail.start)  # [T, 3]
+        chosen = ceiling[tail.start : tail.stop - 1]  # [N] decided on bar t, held through t + 1
+        held = np.where(
+            chosen[:, 0] == config.flat_direction_index,
+            0.0,
+            np.asarray(config.leverage_levels)[chosen[:, 1]],
+        )  # [N]
+        state = series.state[tail.start + 1 : tail.stop]  # [N]
+        for k in (0, 1):
+            exposure[k] += held[state == k].tolist()
+        total += (
+            run_actions(series, config, ceiling, tail).log_growth,
+            buy_and_hold_growth(series, config, tail),
+        )
+    assert np.mean(exposure[0]) > 0.9 and np.mean(exposure[1]) < 0.6
+    assert total[0] > total[1] + 1.5
+    calm = generate("volatility_regimes", 6000, 0)
+    actions = ceiling_actions(calm, config, start=tail.start)[tail.start : tail.stop - 1]
+    assert np.mean(actions[:, 1] == config.leverage_levels.index(1.0)) > 0.95
 
 
 def test_tuning_reads_only_the_training_bars():

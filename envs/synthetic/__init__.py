@@ -18,6 +18,7 @@ from envs.synthetic.generators import (
     mean_reversion,
     random_walk,
     trend_regimes,
+    turbulence_regimes,
     volatility_regimes,
 )
 from envs.synthetic.references import (
@@ -55,5 +56,6 @@ __all__ = [
     "run_actions",
     "trend_regimes",
     "tune_knobs",
+    "turbulence_regimes",
     "volatility_regimes",
 ]

@@ -13,7 +13,8 @@ close-to-close log returns, from several seeded starts, keeping the highest like
 written here (about sixty lines with numba) rather than taken from hmmlearn, which would add scipy
 and scikit-learn to the install for one benchmark reference.
 
-Only crash-free regime kinds are fitted (`random_walk`, `trend_regimes`, `volatility_regimes`):
+Only crash-free regime kinds are fitted (`random_walk`, `trend_regimes`, `volatility_regimes`,
+`turbulence_regimes`):
 a crash mixture and the OU family's two-speed noise need their own likelihoods.
 """
 

@@ -11,7 +11,7 @@ Two model families, named by ``params["family"]``:
   ``["transition"][i][j]`` = P(state j next | state i now)). A bar's close-to-close log return is
   ``N(drift, vol^2)`` plus, in a crash bar, a drop ``log(1 - c)``, c uniform in log space on
   ``params["crash_size"]``. Kinds: `random_walk` (K = 1), `trend_regimes`,
-  `volatility_regimes`, `crash_risk`.
+  `volatility_regimes`, `crash_risk`, `turbulence_regimes`.
 * ``"ou"``: `mean_reversion`; the log price is ``log(level) + d + u`` where ``d`` (the state) is
   a slow Ornstein-Uhlenbeck deviation and ``u`` a fast one: at bar frequency ``d`` is AR(1) with
   coefficient ``params["phi"]`` and ``u`` is nearly independent noise of std
@@ -115,11 +115,52 @@ def volatility_regimes(
     """Calm (state 0) and turbulent (state 1) spells under one expected return: a leverage task.
 
     The growth-optimal leverage ``mean_return / vol^2`` is 8x calm (6x after 5% financing on the
-    borrowed part, so the top level, 5x, by default) and 0.9x turbulent.
+    borrowed part, so the top level, 5x, by default) and 0.9x turbulent. Under a 1x cap it is 1x
+    in both: see `turbulence_regimes` for the task a capped agent can show.
     """
+    return _volatility_series(
+        "volatility_regimes", n_bars, seed, mean_return, vols, mean_spells, substeps, night_share
+    )
+
+
+def turbulence_regimes(
+    n_bars: int,
+    seed: int,
+    *,
+    mean_return: float = 0.0008,  # expected simple return per bar, both regimes (20% a year)
+    vols: tuple[float, float] = (0.01, 0.05),  # calm, turbulent per bar (16%, 79% a year)
+    mean_spells: tuple[float, float] = (80.0, 40.0),  # calm, turbulent mean spell in bars
+    substeps: int = 64,
+    night_share: float = 0.1,
+) -> SyntheticSeries:
+    """`volatility_regimes` with turbulent spells violent enough to de-lever in: a leverage task
+    that an agent capped at 1x can show.
+
+    The growth-optimal leverage is 8x calm and 0.32x turbulent. At levels of 0.5x and 1x the best
+    is 1x calm and 0.5x turbulent, where a bar's expected log growth is +0.009% at 0.5x, 0 flat and
+    -0.045% at 1x (``L * mean_return - (L * vol)^2 / 2``): the leverage head has to read the
+    volatility level, and buy-and-hold loses the most in exactly the spells it can see coming.
+    """
+    return _volatility_series(
+        "turbulence_regimes", n_bars, seed, mean_return, vols, mean_spells, substeps, night_share
+    )
+
+
+def _volatility_series(
+    kind: str,
+    n_bars: int,
+    seed: int,
+    mean_return: float,
+    vols: tuple[float, float],
+    mean_spells: tuple[float, float],
+    substeps: int,
+    night_share: float,
+) -> SyntheticSeries:
+    """Calm (state 0) and turbulent (state 1) spells of volatilities `vols` under one expected
+    simple return per bar: the log drift of each is ``mean_return - vol^2 / 2``."""
     log_drifts = tuple(mean_return - 0.5 * v * v for v in vols)  # E[simple return] is constant
     return _regime_series(
-        "volatility_regimes",
+        kind,
         n_bars,
         seed,
         state_names=("calm", "turbulent"),
@@ -229,9 +270,16 @@ GENERATORS: Mapping[str, Callable[..., SyntheticSeries]] = MappingProxyType(
         "volatility_regimes": volatility_regimes,
         "mean_reversion": mean_reversion,
         "crash_risk": crash_risk,
+        "turbulence_regimes": turbulence_regimes,  # last: each kind's noise follows its index
     }
 )
-STRUCTURED_KINDS = ("trend_regimes", "volatility_regimes", "mean_reversion", "crash_risk")
+STRUCTURED_KINDS = (
+    "trend_regimes",
+    "volatility_regimes",
+    "mean_reversion",
+    "crash_risk",
+    "turbulence_regimes",
+)
 
 
 def generate(kind: str, n_bars: int, seed: int, **params: Any) -> SyntheticSeries:
