@@ -24,7 +24,10 @@ The yardstick of ../shared/LEARNING.md, in one run:
    a year and fees as % of equity a year; the generalization gap (training episodes' Sharpe
    minus validation Sharpe) of the chosen model and at the end of training. Since one tail is
    a noisy yardstick, each trained agent is also scored on the same bars of `--fresh-series`
-   unseen series of its kind (the same seeds for every run), ``share_fresh``.
+   unseen series of its kind (the same seeds for every run), ``share_fresh``; on the
+   `ESTIMATED_KINDS` also by expected log growth given the exposures held
+   (`envs.synthetic.expectation`: the same share without the price noise),
+   ``share_expected_fresh``.
 2. **Real data** (`--real`): walk-forward on the bundled universe (`training.walkforward`),
    every seed, against the baselines; the agent's Sharpe with its deflated Sharpe ratio, the
    probability that its edge is noise given every configuration tried (`--configs-tried`).
@@ -44,7 +47,8 @@ Usage:
 `--timesteps` (or `--quick`) the config's validation schedule is fitted to the shorter run: ten
 passes, the first held back by the same share of the run (`validation_schedule`). Runs
 go to `--out`; the tables are printed and written to `<out>/learning.json`. `--rescore OUT` trains
-nothing: it scores the agents an earlier run saved in OUT on `--fresh-series` fresh series.
+nothing: it scores the agents an earlier run saved in OUT on `--fresh-series` fresh series, and
+the estimated ceiling again.
 """
 
 from __future__ import annotations
@@ -129,16 +133,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
 
     agent, hold = growth("agent"), growth("buy_and_hold")
     edge = references["ceiling"] - hold
-    estimated = {}
-    if job.kind in ESTIMATED_KINDS:
-        g_estimated = estimated_growth(job.kind, job.seed, series, tail, cfg.env)
-        fitted = estimated_rule(job.kind, job.seed, cfg.env)[0].params
-        estimated = {
-            "growth_estimated": g_estimated,
-            "share_estimated": (g_estimated - hold) / edge if edge > 0 else math.nan,
-            "excess_growth_estimated": g_estimated - hold,
-            "estimated_params": {k: fitted[k] for k in ("drift", "vol", "transition")},
-        }
+    estimated = estimated_on_own_tail(job.kind, job.seed, cfg.env, hold, edge)
     scores = score_trained_agent(job.kind, job.seed, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
     chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
@@ -213,50 +208,109 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
     config only (`fresh_references`). ``share_fresh`` pools over the fresh series:
     ``sum(g_agent - g_bh) / sum(g_ceiling - g_bh)``.
 
-    For the kinds in `ESTIMATED_KINDS`, the estimated ceiling of the agent's own series (its
-    parameters fitted to, and its knobs tuned on, the training bars the agent had) is scored on
-    the same fresh series: ``share_estimated_fresh``, pooled the same way.
+    For the kinds in `ESTIMATED_KINDS` (crash-free regime series), two more figures:
+
+    - the estimated ceiling of the agent's own series (its parameters fitted to, and its knobs
+      tuned on, the training bars the agent had), scored on the same fresh series:
+      ``share_estimated_fresh``, pooled the same way;
+    - every rule's **expected** log growth given the exposures it held
+      (`envs.synthetic.expectation`), which drops the price noise that realized growth carries:
+      ``share_expected_fresh`` and ``excess_growth_expected_fresh`` for the agent,
+      ``share_estimated_expected_fresh`` for the estimated ceiling.
     """
     if n_fresh == 0:
         return {}
-    from training.evaluation.backtest import agent_metrics, evaluation_env
+    from training.evaluation.backtest import evaluation_env
+    from training.evaluation.fast_inference import FastPolicy
 
     env_config = model.config.env  # the run's, with the bars per year it trained under
-    rules = ["agent", *(["estimated"] if kind in ESTIMATED_KINDS else [])]
+    regime = kind in ESTIMATED_KINDS
+    rules = ["agent", *(["estimated"] if regime else [])]
     growths: dict[str, list[float]] = {
-        **{rule: [] for rule in rules},
-        "buy_and_hold": [],
-        **{r: [] for r in REFERENCES},
-    }
+        name: [] for name in [*rules, "buy_and_hold", *REFERENCES]
+    }  # realized log growth on each fresh tail
+    expected: dict[str, list[float]] = {name: [] for name in growths} if regime else {}
     for k in range(n_fresh):
         series, split = synthetic_series(kind, FRESH_SEED + k)
         tail = split.splits[0].test
-        metrics = agent_metrics(model.policy, evaluation_env(series.market, env_config, tail))
-        growths["agent"].append(math.log1p(metrics["total_return_pct"] / 100.0))
-        if "estimated" in growths:
-            growths["estimated"].append(estimated_growth(kind, seed, series, tail, env_config))
-        for name, value in fresh_references(kind, k, env_config).items():
-            growths[name].append(value)
-    hold = growths["buy_and_hold"]
-    edge = sum(c - b for c, b in zip(growths["ceiling"], hold, strict=True))
+        env = evaluation_env(series.market, env_config, tail)
+        record = FastPolicy(model.policy, env.core).record_episode()
+        runs = {"agent": _record_growths(series, env.core.first_bar, record, regime)}
+        if regime:
+            runs["estimated"] = _run_growths(
+                series, estimated_run(kind, seed, series, tail, env_config)
+            )
+        runs.update(fresh_references(kind, k, env_config))
+        for name, (realized, mean) in runs.items():
+            growths[name].append(realized)
+            if regime:
+                expected[name].append(mean)
     scores: dict[str, Any] = {}
-    for rule, suffix in (("agent", ""), ("estimated", "_estimated")):
-        if rule in growths:
-            gained = sum(a - b for a, b in zip(growths[rule], hold, strict=True))
-            scores[f"share{suffix}_fresh"] = gained / edge if edge > 0 else math.nan
-            scores[f"excess_growth{suffix}_fresh"] = gained / n_fresh
-    return {**scores, **{f"growth_{name}_fresh": values for name, values in growths.items()}}
+    for measure, by_rule, prefix in (("", growths, "growth"), ("_expected", expected, "expected")):
+        if not by_rule:
+            continue
+        hold = by_rule["buy_and_hold"]
+        edge = sum(c - b for c, b in zip(by_rule["ceiling"], hold, strict=True))
+        for rule, name in (("agent", ""), ("estimated", "_estimated")):
+            if rule in by_rule:
+                gained = sum(a - b for a, b in zip(by_rule[rule], hold, strict=True))
+                scores[f"share{name}{measure}_fresh"] = gained / edge if edge > 0 else math.nan
+                scores[f"excess_growth{name}{measure}_fresh"] = gained / n_fresh
+        scores.update({f"{prefix}_{rule}_fresh": values for rule, values in by_rule.items()})
+    return scores
 
 
-def estimated_growth(kind: str, seed: int, series: Any, tail: range, env_config: Any) -> float:
-    """Log growth over `tail` of `series` of the estimated ceiling of series `seed` of `kind`
-    (`estimated_rule`): the fair ceiling's rule under the fitted parameters and their knobs."""
+def _run_growths(series: Any, run: Any) -> tuple[float, float]:
+    """(realized, expected) log growth of a `RunResult` on a crash-free regime `series`."""
+    from envs.synthetic import expected_log_growth
+
+    return run.log_growth, expected_log_growth(series, run.first_bar, run.exposure, run.cost_share)
+
+
+def _record_growths(
+    series: Any, first_bar: int, record: Any, expected: bool
+) -> tuple[float, float]:
+    """(realized, expected or NaN) log growth of a backtest `record` (row 0 at `first_bar`'s
+    close) on `series`."""
+    from envs.synthetic import expected_log_growth
+
+    equity = record["equity"].to_numpy()  # [n + 1]
+    realized = math.log(equity[-1] / equity[0]) if equity[-1] > 0 else -math.inf
+    if not expected:
+        return realized, math.nan
+    cost_share = record["costs"].to_numpy()[1:] / equity[:-1]  # [n]
+    exposure = record["exposure"].to_numpy()  # [n + 1]
+    return realized, expected_log_growth(series, first_bar, exposure, cost_share)
+
+
+def estimated_on_own_tail(
+    kind: str, seed: int, env_config: Any, hold: float, edge: float
+) -> dict[str, Any]:
+    """The estimated ceiling of series `seed` of `kind` on that series' own tail, where
+    buy-and-hold grew `hold` and the fair ceiling `hold + edge`; {} outside `ESTIMATED_KINDS`."""
+    if kind not in ESTIMATED_KINDS:
+        return {}
+    series, split = synthetic_series(kind, seed)
+    g_estimated = estimated_run(kind, seed, series, split.splits[0].test, env_config).log_growth
+    fitted = estimated_rule(kind, seed, env_config)[0].params
+    return {
+        "growth_estimated": g_estimated,
+        "share_estimated": (g_estimated - hold) / edge if edge > 0 else math.nan,
+        "excess_growth_estimated": g_estimated - hold,
+        "estimated_params": {k: fitted[k] for k in ("drift", "vol", "transition")},
+    }
+
+
+def estimated_run(kind: str, seed: int, series: Any, tail: range, env_config: Any) -> Any:
+    """The `RunResult` over `tail` of `series` of the estimated ceiling of series `seed` of
+    `kind` (`estimated_rule`): the fair ceiling's rule under the fitted parameters and their
+    knobs."""
     from envs.synthetic import rule_actions, run_actions
 
     fitted, knobs = estimated_rule(kind, seed, env_config)
     believed = replace(series, params=fitted.params)  # the bars of `series`, the fitted model
     actions = rule_actions(believed, env_config, "ceiling", knobs, start=tail.start)
-    return run_actions(series, env_config, actions, tail).log_growth
+    return run_actions(series, env_config, actions, tail)
 
 
 _ESTIMATED: dict[tuple[str, int, str], tuple[Any, Any]] = {}  # one process's cache
@@ -277,23 +331,29 @@ def estimated_rule(kind: str, seed: int, env_config: Any) -> tuple[Any, Any]:
     return _ESTIMATED[key]
 
 
-_FRESH_REFERENCES: dict[tuple[str, int, str], dict[str, float]] = {}  # one process's cache
+_FRESH_REFERENCES: dict[tuple[str, int, str], dict[str, tuple[float, float]]] = {}  # per process
 
 
-def fresh_references(kind: str, k: int, env_config: Any) -> dict[str, float]:
-    """Log growth on the tail of fresh series k of `kind`: buy-and-hold, oracle and ceiling
-    (knobs tuned on the series' own training bars). Cached per process."""
-    from envs.synthetic import buy_and_hold_growth, rule_actions, run_actions, tune_knobs
+def fresh_references(kind: str, k: int, env_config: Any) -> dict[str, tuple[float, float]]:
+    """(realized, expected) log growth on the tail of fresh series k of `kind`: buy-and-hold,
+    oracle and ceiling (knobs tuned on the series' own training bars); expected growth only on
+    the `ESTIMATED_KINDS` (else NaN). Cached per process."""
+    from envs.synthetic import buy_and_hold_actions, rule_actions, run_actions, tune_knobs
 
     key = (kind, k, repr(env_config))
     if key not in _FRESH_REFERENCES:
         series, split = synthetic_series(kind, FRESH_SEED + k)
         train, tail = split.splits[0].train, split.splits[0].test
-        found = {"buy_and_hold": buy_and_hold_growth(series, env_config, tail)}
+        actions = {"buy_and_hold": buy_and_hold_actions(env_config, len(series.market))}
         for rule in REFERENCES:
             knobs = tune_knobs(series, env_config, rule, train)
-            actions = rule_actions(series, env_config, rule, knobs, start=tail.start)
-            found[rule] = run_actions(series, env_config, actions, tail).log_growth
+            actions[rule] = rule_actions(series, env_config, rule, knobs, start=tail.start)
+        found = {}
+        for name, chosen in actions.items():
+            run = run_actions(series, env_config, chosen, tail)
+            found[name] = (
+                _run_growths(series, run) if kind in ESTIMATED_KINDS else (run.log_growth, math.nan)
+            )
         _FRESH_REFERENCES[key] = found
     return _FRESH_REFERENCES[key]
 
@@ -462,6 +522,9 @@ SYNTHETIC_COLUMNS = (  # (result key, heading, format)
     ("share_estimated_fresh", "est. ceiling, fresh", "{:.2f}"),
     ("excess_growth_estimated", "g_est - g_bh", "{:+.3f}"),
     ("excess_growth_estimated_fresh", "g_est - g_bh, fresh", "{:+.3f}"),
+    ("share_expected_fresh", "share, fresh, expected g", "{:.2f}"),
+    ("excess_growth_expected_fresh", "g_agent - g_bh, fresh, expected", "{:+.3f}"),
+    ("share_estimated_expected_fresh", "est. ceiling, fresh, expected g", "{:.2f}"),
     ("turnover_per_year", "turnover/yr", "{:.1f}"),
     ("fees_pct_per_year", "fees %/yr", "{:.2f}"),
     ("gap_chosen", "gap (chosen)", "{:+.2f}"),
@@ -699,10 +762,20 @@ def rescore(out: Path, n_fresh: int, jobs: int) -> int:
 
 
 def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
+    """A saved run's scores again: on fresh series, the probe, and the estimated ceiling on its
+    own tail (under the run's env config, as scored at training)."""
     import torch
 
+    from training.config import load_config
+
     torch.set_num_threads(1)
-    return score_trained_agent(result["kind"], result["seed"], Path(result["run"]), n_fresh)
+    kind, seed, hold = result["kind"], result["seed"], result["growth_buy_and_hold"]
+    env_config = load_config(Path(result["run"]) / "config.yaml", []).env
+    edge = result["growth_ceiling"] - hold
+    return {
+        **estimated_on_own_tail(kind, seed, env_config, hold, edge),
+        **score_trained_agent(kind, seed, Path(result["run"]), n_fresh),
+    }
 
 
 def write_and_print(report: dict[str, Any], path: Path) -> int:

@@ -44,3 +44,16 @@ def test_the_fit_reads_only_its_bars_and_is_deterministic():
 def test_kinds_without_a_gaussian_hmm_likelihood_are_refused(kind):
     with pytest.raises(ValueError, match="only crash-free regime series"):
         estimated_series(generate(kind, 300, seed=0), range(0, 300))
+
+
+def test_volatility_kinds_are_fitted_with_one_expected_return():
+    """Seed 7's ~1,000 turbulent training bars happened to rise: fitted on their own they make
+    1.5x look growth-optimal there (true: 0.32x); tied to the return of every bar, below 0.5x."""
+    series, bars = generate("turbulence_regimes", 7000, seed=7), range(0, 3000)  # the benchmark's
+    fitted = estimated_series(series, bars).params
+    simple = [d + 0.5 * v * v for d, v in zip(fitted["drift"], fitted["vol"], strict=True)]
+    assert simple[0] == pytest.approx(simple[1], abs=1e-12)
+    assert simple[0] / fitted["vol"][1] ** 2 < 0.5
+    free = fit_regimes(np.diff(np.log(series.market.close[:3000])), 2)
+    turbulent = int(np.argmax(free.vol))
+    assert (free.drift[turbulent] + 0.5 * free.vol[turbulent] ** 2) / free.vol[turbulent] ** 2 > 1

@@ -73,6 +73,17 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
     assert result["excess_growth_fresh"] == pytest.approx(
         result["growth_agent_fresh"][0] - fresh_hold
     )
+    # Expected growth given the exposures held, on the same fresh series: a share of its own.
+    expected = {rule: result[f"expected_{rule}_fresh"][0] for rule in ("agent", "buy_and_hold")}
+    assert result["excess_growth_expected_fresh"] == pytest.approx(
+        expected["agent"] - expected["buy_and_hold"]
+    )
+    edge = result["expected_ceiling_fresh"][0] - expected["buy_and_hold"]
+    if edge > 0:
+        assert result["share_expected_fresh"] == pytest.approx(
+            result["excess_growth_expected_fresh"] / edge
+        )
+    assert "share, fresh, expected g" in done.stdout
     # Fitted to series 0's training bars: two trends of opposite sign, neither the true +-0.0015.
     down, up = result["estimated_params"]["drift"]
     assert down < 0 < up and (down, up) != (-0.0015, 0.0015)

@@ -4,10 +4,12 @@ The learning benchmark's yardstick (LEARNING.md): `generators` make seeded serie
 state the benchmark knows; `filters` infer that state from past bars only, knowing the
 generator's parameters; `references` turn state or belief into the oracle's and the fair
 ceiling's actions and run any actions through `envs.TradingEnv`; `estimation` fits a regime
-series' parameters to its own bars (the estimated ceiling: what those bars reveal).
+series' parameters to its own bars (the estimated ceiling: what those bars reveal);
+`expectation` scores an account by its expected log growth given the exposures it held.
 """
 
 from envs.synthetic.estimation import RegimeFit, estimated_series, fit_regimes
+from envs.synthetic.expectation import expected_log_growth
 from envs.synthetic.filters import belief, kalman_deviation, regime_posterior
 from envs.synthetic.generators import (
     GENERATORS,
@@ -45,6 +47,7 @@ __all__ = [
     "ceiling_actions",
     "crash_risk",
     "estimated_series",
+    "expected_log_growth",
     "fit_regimes",
     "generate",
     "kalman_deviation",

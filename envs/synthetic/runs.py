@@ -17,7 +17,10 @@ class RunResult:
     """One account traded over a range of bars by given actions, with the engine's costs."""
 
     bars: range  # the range traded; decisions from max(start, window - 1) to stop - 2
+    first_bar: int  # the first decision bar: row 0 of `equity` and `exposure` is its close
     equity: np.ndarray  # [n + 1] equity at the first decision bar's close, then after each step
+    exposure: np.ndarray  # [n + 1] signed position value / equity at the same closes
+    cost_share: np.ndarray  # [n] each step's costs / the equity before it
     log_growth: float  # log(final equity / initial equity); -inf after a bankruptcy
     turnover_per_year: float  # traded notional / equity at the trade, summed, per year
     fees_pct_per_year: float  # commission + slippage + financing + borrow, % of equity, per year
@@ -40,8 +43,9 @@ def run_actions(
     config = replace(config, random_start=False, episode_length=None, decision_interval=1)
     env = TradingEnv(series.market, config, bars=bars)
     _, info = env.reset()
-    bar, equity = info["bar"], [info["equity"]]
-    fees_share, n_trades, held_side = 0.0, 0, 0.0
+    first_bar = bar = info["bar"]
+    equity, exposure, cost_share = [info["equity"]], [0.0], []
+    n_trades, held_side = 0, 0.0
     sides = config.direction_sides
     while True:
         action = actions[bar]
@@ -49,8 +53,9 @@ def run_actions(
         side = float(sides[int(action[0])])
         if not math.isnan(info["order_fill"]) and side != 0.0 and side != held_side:
             n_trades += 1
-        fees_share += info["costs"] / equity[-1]
+        cost_share.append(info["costs"] / equity[-1])
         equity.append(info["equity"])
+        exposure.append(info["exposure"])
         bar, held_side = info["bar"], float(np.sign(info["position"]))
         if terminated or truncated:
             break
@@ -59,10 +64,13 @@ def run_actions(
     final = max(equity[-1], 0.0)
     return RunResult(
         bars=bars,
+        first_bar=first_bar,
         equity=np.asarray(equity),
+        exposure=np.asarray(exposure),
+        cost_share=np.asarray(cost_share),
         log_growth=math.log(final / equity[0]) if final > 0 else -math.inf,
         turnover_per_year=summary["turnover"] / years,
-        fees_pct_per_year=100.0 * fees_share / years,
+        fees_pct_per_year=100.0 * sum(cost_share) / years,
         n_trades=n_trades,
         stops=int(summary["stops"]),
         terminated=bool(terminated),
