@@ -64,6 +64,15 @@ class DecisionHeads(nn.Module):
         self.leverage = DecisionHead(latent_dim, n_leverage, hidden_dim, activation_fn)
         self.risk = DecisionHead(latent_dim, n_risk, hidden_dim, activation_fn)
 
+    @torch.no_grad()
+    def lean_towards(self, action: Sequence[int], logit: float) -> None:
+        """Add `logit` to the bias of the logit of `action`'s level in each head (direction,
+        leverage, risk): a prior on the initial policy, which training may unlearn. With the
+        near-zero initial logits, a head of n levels then starts with ``e^logit / (e^logit + n -
+        1)`` on that level (2.0 over two levels: 0.88)."""
+        for head, level in zip((self.direction, self.leverage, self.risk), action, strict=True):
+            head.logits.bias[level] += logit
+
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
         """[B, latent_dim] -> concatenated logits [B, n_direction + n_leverage + n_risk]."""
         return torch.cat(

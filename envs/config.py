@@ -157,6 +157,18 @@ class EnvConfig:
         return self.direction_names.index("flat")
 
     @property
+    def hold_action(self) -> tuple[int, int, int]:
+        """Action indices of buy-and-hold in this action space: long, at the leverage level
+        nearest 1x, with the widest stop (the no-stop level when there is one)."""
+        levels = [abs(level - 1.0) for level in self.leverage_levels]
+        risks = list(self.risk_levels)
+        return (
+            self.direction_names.index("long"),
+            levels.index(min(levels)),
+            risks.index(max(risks)),
+        )
+
+    @property
     def action_sizes(self) -> tuple[int, int, int]:
         """Sizes of the `direction`, `leverage` and `risk` action dimensions."""
         return (len(self.direction_names), len(self.leverage_levels), len(self.risk_levels))

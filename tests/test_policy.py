@@ -131,6 +131,15 @@ def test_initial_policy_is_near_uniform():
         )
 
 
+def test_a_hold_prior_leans_each_head_towards_one_level():
+    policy = make_policy(conditional=False)
+    policy.decision_heads.lean_towards((2, 0, 3), 2.0)  # long, the first leverage, the last stop
+    probs = {name: d.probs for name, d in policy.head_distributions(random_obs(4)).heads().items()}
+    for name, level, n in zip(HEAD_NAMES, (2, 0, 3), (3, 4, 4), strict=True):
+        lean = math.exp(2.0) / (math.exp(2.0) + n - 1)
+        torch.testing.assert_close(probs[name][:, level], torch.full((4,), lean), atol=5e-3, rtol=0)
+
+
 def test_optimizer_holds_every_parameter():
     policy = make_policy()
     in_optimizer = {id(p) for group in policy.optimizer.param_groups for p in group["params"]}

@@ -1,6 +1,7 @@
 """`python -m training.train` end to end: outputs, TensorBoard tags, resume, bad input, learning."""
 
 import json
+import math
 import subprocess
 import sys
 import zipfile
@@ -224,3 +225,17 @@ def test_agent_learns_an_exploitable_pattern_and_beats_baselines(tmp_path):
         buy_and_hold,
         random_agent,
     )
+
+
+def test_a_hold_prior_starts_the_policy_at_buy_and_hold(tmp_path: Path) -> None:
+    """`policy.hold_prior` leans the fresh model's heads towards `env.hold_action` (long, the
+    level nearest 1x, no stop); without it the initial policy is near uniform."""
+    sets = ["env.long_only=true", "env.leverage_levels=[0.5,1]", "env.risk_levels=[0.05,.inf]"]
+    for prior, lean in ((0.0, 0.5), (2.0, math.exp(2.0) / (math.exp(2.0) + 1))):
+        cfg = load_config(None, [*sets, f"policy.hold_prior={prior}", "policy.device=cpu"])
+        assert cfg.env.hold_action == (1, 1, 1)
+        env = DummyVecEnv([lambda cfg=cfg: TradingEnv(GOOGL, cfg.env)])
+        model = build_model(cfg, env, RunDir(tmp_path / f"prior{prior}"))
+        heads = model.policy.head_distributions(env.reset()).heads()
+        for (name, dist), level in zip(heads.items(), cfg.env.hold_action, strict=True):
+            assert dist.probs[0, level].item() == pytest.approx(lean, abs=5e-3), name

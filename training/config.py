@@ -209,6 +209,7 @@ class PolicyConfig:
     conditional_heads: bool = True  # a flat direction drops the leverage and risk log-probs
     head_hidden: int = 64  # hidden width of each head's MLP
     account_dim: int = 64  # width of the account-state embedding joined to the trunk output
+    hold_prior: float = 0.0  # initial logit bias to buy-and-hold's action in each head; 0: none
     device: str = "auto"  # torch device: auto (cuda when available), cpu, cuda, cuda:1, ...
     bf16: bool = False  # bfloat16 autocast in the forward pass (CUDA)
 
@@ -223,6 +224,7 @@ class PolicyConfig:
             [
                 ("head_hidden", self.head_hidden >= 1, "an integer >= 1"),
                 ("account_dim", self.account_dim >= 1, "an integer >= 1"),
+                ("hold_prior", self.hold_prior >= 0, "a number >= 0"),
                 ("device", self.device != "", "a torch device such as auto, cpu or cuda"),
             ],
         )

@@ -78,14 +78,12 @@ def run_actions(
 
 
 def buy_and_hold_actions(config: EnvConfig, n_bars: int) -> np.ndarray:
-    """[n_bars, 3] long at the leverage level nearest 1x with the widest stop, every bar.
+    """[n_bars, 3] `config.hold_action` (long at the leverage level nearest 1x with the widest
+    stop), every bar.
 
     After a stop the repeated action enters again at the next open (as the backtest baseline).
     """
-    long = config.direction_names.index("long")
-    leverage = int(np.argmin(np.abs(np.asarray(config.leverage_levels) - 1.0)))
-    risk = int(np.argmax(config.risk_levels))
-    return np.tile(np.array([long, leverage, risk], dtype=np.int64), (n_bars, 1))
+    return np.tile(np.array(config.hold_action, dtype=np.int64), (n_bars, 1))
 
 
 def buy_and_hold_growth(series: SyntheticSeries, config: EnvConfig, bars: range) -> float:

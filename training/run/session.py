@@ -19,7 +19,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
-from agent import MultiHeadPolicy
+from agent import MultiHeadPolicy, policy_of
 from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
 from training.config import RunConfig
@@ -47,8 +47,11 @@ def ppo_arguments(cfg: RunConfig) -> dict[str, Any]:
 
 
 def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
-    """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`."""
-    return PPO(
+    """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`.
+
+    With `policy.hold_prior` > 0 the fresh policy leans towards buy-and-hold's action
+    (`DecisionHeads.lean_towards`): absent evidence, the agent starts by holding the market."""
+    model = PPO(
         MultiHeadPolicy,
         env,
         policy_kwargs=policy_kwargs(cfg),
@@ -58,6 +61,9 @@ def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
         verbose=0,
         **ppo_arguments(cfg),
     )
+    if cfg.policy.hold_prior > 0:
+        policy_of(model).decision_heads.lean_towards(cfg.env.hold_action, cfg.policy.hold_prior)
+    return model
 
 
 def fit(
