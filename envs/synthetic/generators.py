@@ -106,32 +106,25 @@ def volatility_regimes(
     n_bars: int,
     seed: int,
     *,
-    mean_return: float = 0.0008,  # expected simple return per bar, both regimes (20% a year)
     vols: tuple[float, float] = (0.01, 0.03),  # calm, turbulent per bar (16%, 48% a year)
-    mean_spells: tuple[float, float] = (80.0, 40.0),  # calm, turbulent mean spell in bars
-    substeps: int = 64,
-    night_share: float = 0.1,
+    **params: Any,
 ) -> SyntheticSeries:
     """Calm (state 0) and turbulent (state 1) spells under one expected return: a leverage task.
 
     The growth-optimal leverage ``mean_return / vol^2`` is 8x calm (6x after 5% financing on the
     borrowed part, so the top level, 5x, by default) and 0.9x turbulent. Under a 1x cap it is 1x
-    in both: see `turbulence_regimes` for the task a capped agent can show.
+    in both: see `turbulence_regimes` for the task a capped agent can show. `params`: those of
+    `_volatility_series`.
     """
-    return _volatility_series(
-        "volatility_regimes", n_bars, seed, mean_return, vols, mean_spells, substeps, night_share
-    )
+    return _volatility_series("volatility_regimes", n_bars, seed, vols=vols, **params)
 
 
 def turbulence_regimes(
     n_bars: int,
     seed: int,
     *,
-    mean_return: float = 0.0008,  # expected simple return per bar, both regimes (20% a year)
     vols: tuple[float, float] = (0.01, 0.05),  # calm, turbulent per bar (16%, 79% a year)
-    mean_spells: tuple[float, float] = (80.0, 40.0),  # calm, turbulent mean spell in bars
-    substeps: int = 64,
-    night_share: float = 0.1,
+    **params: Any,
 ) -> SyntheticSeries:
     """`volatility_regimes` with turbulent spells violent enough to de-lever in: a leverage task
     that an agent capped at 1x can show.
@@ -140,21 +133,21 @@ def turbulence_regimes(
     is 1x calm and 0.5x turbulent, where a bar's expected log growth is +0.009% at 0.5x, 0 flat and
     -0.045% at 1x (``L * mean_return - (L * vol)^2 / 2``): the leverage head has to read the
     volatility level, and buy-and-hold loses the most in exactly the spells it can see coming.
+    `params`: those of `_volatility_series`.
     """
-    return _volatility_series(
-        "turbulence_regimes", n_bars, seed, mean_return, vols, mean_spells, substeps, night_share
-    )
+    return _volatility_series("turbulence_regimes", n_bars, seed, vols=vols, **params)
 
 
 def _volatility_series(
     kind: str,
     n_bars: int,
     seed: int,
-    mean_return: float,
+    *,
     vols: tuple[float, float],
-    mean_spells: tuple[float, float],
-    substeps: int,
-    night_share: float,
+    mean_return: float = 0.0008,  # expected simple return per bar, both regimes (20% a year)
+    mean_spells: tuple[float, float] = (80.0, 40.0),  # calm, turbulent mean spell in bars
+    substeps: int = 64,
+    night_share: float = 0.1,
 ) -> SyntheticSeries:
     """Calm (state 0) and turbulent (state 1) spells of volatilities `vols` under one expected
     simple return per bar: the log drift of each is ``mean_return - vol^2 / 2``."""
