@@ -15,18 +15,18 @@ The yardstick of ../shared/LEARNING.md, in one run:
      generator's parameters but infers the state from past bars (HMM forward / Kalman filter),
      each with its knobs tuned on the training bars (`envs.synthetic.references`);
    - buy-and-hold is the product's baseline (long 1x from the first open, no stop);
-   - on the kinds of `ESTIMATED_KINDS`, the estimated ceiling is the fair ceiling's rule with
-     the generator's parameters fitted to the training bars (`envs.synthetic.estimation`): how
-     much of the ceiling's edge the 3,000 bars the agent learns from reveal to a statistician who
-     knows the model family.
+   - on the kinds of `ESTIMATED_KINDS` (all but crash risk), the estimated ceiling is the fair
+     ceiling's rule with the generator's parameters fitted to the training bars
+     (`envs.synthetic.estimation`): how much of the ceiling's edge the 3,000 bars the agent
+     learns from reveal to a statistician who knows the model family.
    Per series: the agent's share of the ceiling's edge,
    ``(g_agent - g_bh) / (g_ceiling - g_bh)`` with g the log growth over the tail; its turnover
    a year and fees as % of equity a year; the generalization gap (training episodes' Sharpe
    minus validation Sharpe) of the chosen model and at the end of training. Since one tail is
    a noisy yardstick, each trained agent is also scored on the same bars of `--fresh-series`
    unseen series of its kind (the same seeds for every run), ``share_fresh``; on the
-   `ESTIMATED_KINDS` also by expected log growth given the exposures held
-   (`envs.synthetic.expectation`: the same share without the price noise),
+   `EXPECTED_KINDS` (the crash-free regime kinds) also by expected log growth given the
+   exposures held (`envs.synthetic.expectation`: the same share without the price noise),
    ``share_expected_fresh``.
 2. **Real data** (`--real`): walk-forward on the bundled universe (`training.walkforward`),
    every seed, against the baselines; the agent's Sharpe with its deflated Sharpe ratio, the
@@ -167,7 +167,17 @@ def run_synthetic(job: Job) -> dict[str, Any]:
 
 REFERENCES = ("oracle", "ceiling")
 # Kinds whose parameters `envs.synthetic.estimation` fits: the estimated ceiling is scored there.
-ESTIMATED_KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "turbulence_regimes")
+ESTIMATED_KINDS = (
+    "random_walk",
+    "trend_regimes",
+    "volatility_regimes",
+    "mean_reversion",
+    "turbulence_regimes",
+)
+# Crash-free regime kinds: every rule is also scored by its expected log growth there.
+EXPECTED_KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "turbulence_regimes")
+# The fitted parameters each family reports (`estimated_params`).
+FITTED_KEYS = {"regime": ("drift", "vol", "transition"), "ou": ("phi", "deviation_sd", "noise_sd")}
 # Calm / turbulent kinds: the volatility probe runs there.
 VOLATILITY_KINDS = ("volatility_regimes", "turbulence_regimes")
 
@@ -208,15 +218,16 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
     config only (`fresh_references`). ``share_fresh`` pools over the fresh series:
     ``sum(g_agent - g_bh) / sum(g_ceiling - g_bh)``.
 
-    For the kinds in `ESTIMATED_KINDS` (crash-free regime series), two more figures:
+    Two more figures:
 
-    - the estimated ceiling of the agent's own series (its parameters fitted to, and its knobs
-      tuned on, the training bars the agent had), scored on the same fresh series:
-      ``share_estimated_fresh``, pooled the same way;
-    - every rule's **expected** log growth given the exposures it held
-      (`envs.synthetic.expectation`), which drops the price noise that realized growth carries:
-      ``share_expected_fresh`` and ``excess_growth_expected_fresh`` for the agent,
-      ``share_estimated_expected_fresh`` for the estimated ceiling.
+    - on the `ESTIMATED_KINDS`, the estimated ceiling of the agent's own series (its parameters
+      fitted to, and its knobs tuned on, the training bars the agent had), scored on the same
+      fresh series: ``share_estimated_fresh``, pooled the same way;
+    - on the `EXPECTED_KINDS` (crash-free regime series), every rule's **expected** log growth
+      given the exposures it held (`envs.synthetic.expectation`), which drops the price noise
+      that realized growth carries: ``share_expected_fresh`` and
+      ``excess_growth_expected_fresh`` for the agent, ``share_estimated_expected_fresh`` for the
+      estimated ceiling.
     """
     if n_fresh == 0:
         return {}
@@ -224,8 +235,8 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
     from training.evaluation.fast_inference import FastPolicy
 
     env_config = model.config.env  # the run's, with the bars per year it trained under
-    regime = kind in ESTIMATED_KINDS
-    rules = ["agent", *(["estimated"] if regime else [])]
+    regime = kind in EXPECTED_KINDS
+    rules = ["agent", *(["estimated"] if kind in ESTIMATED_KINDS else [])]
     growths: dict[str, list[float]] = {
         name: [] for name in [*rules, "buy_and_hold", *REFERENCES]
     }  # realized log growth on each fresh tail
@@ -236,9 +247,9 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
         env = evaluation_env(series.market, env_config, tail)
         record = FastPolicy(model.policy, env.core).record_episode()
         runs = {"agent": _record_growths(series, env.core.first_bar, record, regime)}
-        if regime:
+        if "estimated" in rules:
             runs["estimated"] = _run_growths(
-                series, estimated_run(kind, seed, series, tail, env_config)
+                series, estimated_run(kind, seed, series, tail, env_config), regime
             )
         runs.update(fresh_references(kind, k, env_config))
         for name, (realized, mean) in runs.items():
@@ -260,10 +271,13 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
     return scores
 
 
-def _run_growths(series: Any, run: Any) -> tuple[float, float]:
-    """(realized, expected) log growth of a `RunResult` on a crash-free regime `series`."""
+def _run_growths(series: Any, run: Any, expected: bool) -> tuple[float, float]:
+    """(realized, expected or NaN) log growth of a `RunResult` on `series`; `expected` only on a
+    crash-free regime series."""
     from envs.synthetic import expected_log_growth
 
+    if not expected:
+        return run.log_growth, math.nan
     return run.log_growth, expected_log_growth(series, run.first_bar, run.exposure, run.cost_share)
 
 
@@ -292,12 +306,12 @@ def estimated_on_own_tail(
         return {}
     series, split = synthetic_series(kind, seed)
     g_estimated = estimated_run(kind, seed, series, split.splits[0].test, env_config).log_growth
-    fitted = estimated_rule(kind, seed, env_config)[0].params
+    fitted = estimated_rule(kind, seed, env_config)[0]
     return {
         "growth_estimated": g_estimated,
         "share_estimated": (g_estimated - hold) / edge if edge > 0 else math.nan,
         "excess_growth_estimated": g_estimated - hold,
-        "estimated_params": {k: fitted[k] for k in ("drift", "vol", "transition")},
+        "estimated_params": {k: fitted.params[k] for k in FITTED_KEYS[fitted.family]},
     }
 
 
@@ -337,7 +351,7 @@ _FRESH_REFERENCES: dict[tuple[str, int, str], dict[str, tuple[float, float]]] = 
 def fresh_references(kind: str, k: int, env_config: Any) -> dict[str, tuple[float, float]]:
     """(realized, expected) log growth on the tail of fresh series k of `kind`: buy-and-hold,
     oracle and ceiling (knobs tuned on the series' own training bars); expected growth only on
-    the `ESTIMATED_KINDS` (else NaN). Cached per process."""
+    the `EXPECTED_KINDS` (else NaN). Cached per process."""
     from envs.synthetic import buy_and_hold_actions, rule_actions, run_actions, tune_knobs
 
     key = (kind, k, repr(env_config))
@@ -351,9 +365,7 @@ def fresh_references(kind: str, k: int, env_config: Any) -> dict[str, tuple[floa
         found = {}
         for name, chosen in actions.items():
             run = run_actions(series, env_config, chosen, tail)
-            found[name] = (
-                _run_growths(series, run) if kind in ESTIMATED_KINDS else (run.log_growth, math.nan)
-            )
+            found[name] = _run_growths(series, run, kind in EXPECTED_KINDS)
         _FRESH_REFERENCES[key] = found
     return _FRESH_REFERENCES[key]
 

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from envs.synthetic import estimated_series, fit_regimes, generate
+from envs.synthetic import ReversionFit, estimated_series, fit_regimes, fit_reversion, generate
+from envs.synthetic.estimation import reversion_log_likelihood
 from tests.test_synthetic import perturbed_after
 
 
@@ -40,10 +41,37 @@ def test_the_fit_reads_only_its_bars_and_is_deterministic():
     assert estimated_series(series, range(100, 900)).params != fitted
 
 
-@pytest.mark.parametrize("kind", ["crash_risk", "mean_reversion"])
-def test_kinds_without_a_gaussian_hmm_likelihood_are_refused(kind):
-    with pytest.raises(ValueError, match="only crash-free regime series"):
-        estimated_series(generate(kind, 300, seed=0), range(0, 300))
+def test_a_long_mean_reversion_series_gives_back_its_generator():
+    series = generate("mean_reversion", 20_000, seed=3)
+    fitted, true = estimated_series(series, range(0, 20_000)).params, series.params
+    assert fitted["half_life"] == pytest.approx(true["half_life"], rel=0.1)
+    assert fitted["phi"] == pytest.approx(2.0 ** (-1.0 / fitted["half_life"]))
+    assert fitted["deviation_sd"] == pytest.approx(true["deviation_sd"], rel=0.1)
+    assert fitted["noise_sd"] == pytest.approx(true["noise_sd"], rel=0.2)
+    assert fitted["level"] == true["level"]  # known to the family, never fitted
+
+
+def test_the_reversion_fit_is_the_likelihood_maximum_and_reads_only_its_bars():
+    series, bars = generate("mean_reversion", 1500, seed=4), range(200, 1200)
+    fitted = estimated_series(series, bars).params
+    assert estimated_series(perturbed_after(series, bars.stop - 1), bars).params == fitted
+    deviations = np.log(series.market.close[200:1200]) - series.params["level"]
+    best = fit_reversion(deviations)
+    assert best.phi == fitted["phi"]
+    assert reversion_log_likelihood(deviations, best) == pytest.approx(best.log_likelihood)
+    for scale in (0.9, 1.1):  # every parameter moved off the fit loses likelihood
+        for moved in (
+            ReversionFit(best.phi**scale, best.deviation_sd, best.noise_sd, 0.0),
+            ReversionFit(best.phi, best.deviation_sd * scale, best.noise_sd, 0.0),
+            ReversionFit(best.phi, best.deviation_sd, best.noise_sd * scale, 0.0),
+        ):
+            worse = reversion_log_likelihood(deviations, moved)
+            assert worse < best.log_likelihood
+
+
+def test_crash_kinds_are_refused():
+    with pytest.raises(ValueError, match="only crash-free series"):
+        estimated_series(generate("crash_risk", 300, seed=0), range(0, 300))
 
 
 def test_volatility_kinds_are_fitted_with_one_expected_return():

@@ -8,7 +8,13 @@ series' parameters to its own bars (the estimated ceiling: what those bars revea
 `expectation` scores an account by its expected log growth given the exposures it held.
 """
 
-from envs.synthetic.estimation import RegimeFit, estimated_series, fit_regimes
+from envs.synthetic.estimation import (
+    RegimeFit,
+    ReversionFit,
+    estimated_series,
+    fit_regimes,
+    fit_reversion,
+)
 from envs.synthetic.expectation import expected_log_growth
 from envs.synthetic.filters import belief, kalman_deviation, regime_posterior
 from envs.synthetic.generators import (
@@ -39,6 +45,7 @@ __all__ = [
     "STRUCTURED_KINDS",
     "Knobs",
     "RegimeFit",
+    "ReversionFit",
     "RunResult",
     "SyntheticSeries",
     "belief",
@@ -49,6 +56,7 @@ __all__ = [
     "estimated_series",
     "expected_log_growth",
     "fit_regimes",
+    "fit_reversion",
     "generate",
     "kalman_deviation",
     "mean_reversion",

@@ -18,9 +18,10 @@ came out anywhere from -0.3x to 1.6x over ten seeds. It is written here (about s
 numba) rather than taken from hmmlearn, which would add scipy and scikit-learn to the install for
 one benchmark reference.
 
-Only crash-free regime kinds are fitted (`random_walk`, `trend_regimes`, `volatility_regimes`,
-`turbulence_regimes`): a crash mixture and the OU family's two-speed noise need their own
-likelihoods.
+`fit_reversion` fits the `mean_reversion` family (a slow AR(1) deviation from a known level, seen
+through nearly independent noise) by maximizing the scalar Kalman filter's likelihood of the log
+closes: a grid over the deviation's half-life, its spread and the noise, then a local search around
+the best point. The crash kind is not fitted: a crash mixture needs its own likelihood.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ from envs.synthetic.generators import SyntheticSeries
 _MIN_VOL = 1e-5  # floor of a fitted state's volatility per bar (a state on one bar would be 0)
 _MAX_ITERATIONS = 500
 _TOLERANCE = 1e-7  # stop when the log-likelihood gains less than this per iteration
+
+
+@dataclass(frozen=True)
+class ReversionFit:
+    """Maximum-likelihood parameters of the `mean_reversion` family (level known)."""
+
+    phi: float  # AR(1) coefficient of the deviation per bar
+    deviation_sd: float  # stationary standard deviation of the deviation (log units)
+    noise_sd: float  # standard deviation of the noise on each close (log units)
+    log_likelihood: float  # of the fitted closes under these parameters
 
 
 @dataclass(frozen=True)
@@ -92,18 +103,101 @@ def fit_regimes(
     return best
 
 
+def fit_reversion(deviations: np.ndarray) -> ReversionFit:
+    """The `mean_reversion` parameters of highest Kalman likelihood for `deviations` [N] (log
+    close minus the known level): a log-spaced grid over the half-life (1 to 200 bars), the
+    deviation's spread and the noise's, then coordinate steps that halve until they are 0.1% of
+    each value. Deterministic."""
+    y = np.ascontiguousarray(deviations, dtype=np.float64)  # [N]
+    if len(y) < 10:
+        raise ValueError(f"need >= 10 closes, got {len(y)}")
+    spread = float(np.std(y)) or 1e-4
+    grids = (
+        np.log(np.geomspace(1.0, 200.0, 16)),  # half-life, bars
+        np.log(spread * np.geomspace(0.1, 2.0, 14)),  # deviation sd
+        np.log(spread * np.geomspace(0.005, 1.0, 14)),  # noise sd
+    )
+    best, best_value = None, -np.inf
+    for point in itertools.product(*grids):
+        value = _reversion_loglik(y, *_reversion_params(point))
+        if value > best_value:
+            best, best_value = np.array(point), value
+    assert best is not None
+    step = 0.5
+    while step > 1e-3:  # coordinate search in log space
+        moved = False
+        for i in range(3):
+            for sign in (1.0, -1.0):
+                trial = best.copy()
+                trial[i] += sign * step
+                value = _reversion_loglik(y, *_reversion_params(tuple(trial)))
+                if value > best_value:
+                    best, best_value, moved = trial, value, True
+        if not moved:
+            step /= 2.0
+    phi, deviation_sd, noise_sd = _reversion_params(tuple(best))
+    return ReversionFit(phi, deviation_sd, noise_sd, float(best_value))
+
+
+def reversion_log_likelihood(deviations: np.ndarray, fit: ReversionFit) -> float:
+    """Log-likelihood of `deviations` [N] under `fit`'s phi, deviation and noise spreads (its own
+    `log_likelihood` field is not read): the scalar Kalman filter of `kalman_deviation`."""
+    y = np.ascontiguousarray(deviations, dtype=np.float64)  # [N]
+    return float(_reversion_loglik(y, fit.phi, fit.deviation_sd, fit.noise_sd))
+
+
+def _reversion_params(point: tuple[float, ...]) -> tuple[float, float, float]:
+    """(phi, deviation sd, noise sd) of a point (log half-life, log sd, log noise sd)."""
+    log_half_life, log_sd, log_noise = point
+    return 2.0 ** (-1.0 / math.exp(log_half_life)), math.exp(log_sd), math.exp(log_noise)
+
+
+@numba.njit(cache=True)
+def _reversion_loglik(y, phi, sd, noise):  # pragma: no cover - compiled
+    """Log-likelihood of deviations y [N] under the scalar Kalman filter of
+    `filters.kalman_deviation` (the deviation's stationary prior at the first close): the sum
+    over closes of the innovation's normal log density."""
+    process_var = sd * sd * (1.0 - phi * phi)
+    noise_var = noise * noise
+    m, p = 0.0, sd * sd
+    total = 0.0
+    for t in range(len(y)):
+        if t > 0:
+            m, p = phi * m, phi * phi * p + process_var
+        s = p + noise_var
+        v = y[t] - m
+        total -= 0.5 * (math.log(2.0 * math.pi * s) + v * v / s)
+        gain = p / s
+        m, p = m + gain * v, (1.0 - gain) * p
+    return total
+
+
 def estimated_series(series: SyntheticSeries, bars: range, *, seed: int = 0) -> SyntheticSeries:
-    """`series` with its drift, volatility and transition replaced by `fit_regimes` on the
-    close-to-close log returns inside `bars` (no later bar is read), and the number of states of
-    the generator; tied to one expected return where the generator has one (``mean_return`` in
-    its parameters: the volatility kinds). The fitted states are put in the generator's order
-    (the permutation closest to its parameters); the references do not depend on the order, the
-    reports do.
+    """`series` with the parameters fitted to its bars inside `bars` (no later bar is read).
+
+    Regime kinds: drift, volatility and transition by `fit_regimes` on the close-to-close log
+    returns, with the generator's number of states, tied to one expected return where the
+    generator has one (``mean_return`` in its parameters: the volatility kinds); the fitted
+    states are put in the generator's order (the permutation closest to its parameters; the
+    references do not depend on the order, the reports do). `mean_reversion`: ``phi``,
+    ``deviation_sd``, ``noise_sd`` (and the ``half_life`` they imply) by `fit_reversion`, the
+    level and the noise's half-life being the family's. Crash kinds are refused.
     """
     params = series.params
-    if series.family != "regime" or any(p > 0 for p in params["crash_prob"]):
-        raise ValueError(f"{series.name}: only crash-free regime series can be estimated")
     close = np.asarray(series.market.close[bars.start : bars.stop], dtype=np.float64)
+    if series.family == "ou":
+        found = fit_reversion(np.log(close) - params["level"])
+        half_life = -1.0 / math.log2(found.phi)
+        fitted_ou = {
+            **params,
+            "phi": found.phi,
+            "deviation_sd": found.deviation_sd,
+            "noise_sd": found.noise_sd,
+            "half_life": half_life,
+        }
+        return replace(series, params=MappingProxyType(fitted_ou))
+    if any(p > 0 for p in params["crash_prob"]):
+        raise ValueError(f"{series.name}: only crash-free series can be estimated")
     tied = "mean_return" in params
     fit = fit_regimes(np.diff(np.log(close)), len(params["drift"]), tied_return=tied, seed=seed)
     order = _closest_order(fit, params["drift"], params["vol"])
