@@ -1,6 +1,7 @@
 """`training.cli.reports_user_errors`: a reader that stops early, or Ctrl-C, ends the command
 quietly."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -48,6 +49,7 @@ def test_ctrl_c_stops_training_with_a_resume_hint_and_no_traceback(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps every thread's stack
         # A shell that starts a job in the background (`make test &`) hands it SIGINT ignored, and
         # Python then raises no KeyboardInterrupt: the child gets the default back, as at a prompt.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -59,9 +61,14 @@ def test_ctrl_c_stops_training_with_a_resume_hint_and_no_traceback(tmp_path):
     process.send_signal(signal.SIGINT)  # what Ctrl-C sends
     try:
         _, stderr = process.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise AssertionError("training did not stop within 60 s of SIGINT") from None
+    except subprocess.TimeoutExpired:  # show where it hangs: faulthandler's dump on SIGABRT
+        process.send_signal(signal.SIGABRT)
+        try:
+            _, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+        raise AssertionError(f"training did not stop within 60 s of SIGINT:\n{stderr}") from None
     assert process.returncode == INTERRUPTED_STATUS, stderr
     assert "Traceback" not in stderr
     assert f"continue with: python -m training.train --resume {run}" in stderr
