@@ -18,6 +18,8 @@ from io import BufferedWriter
 from pathlib import Path
 from typing import Any
 
+from training.run.interrupt import remembering_handler
+
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -47,12 +49,14 @@ def write_atomic(path: Path, write: Callable[[BufferedWriter], object]) -> Path:
 def _ctrl_c_held_back() -> Iterator[None]:
     """Record SIGINT instead of raising it inside the block, then raise KeyboardInterrupt after.
 
-    Only Python's default handler on the main thread is replaced: signal handlers can only be
-    set there, and a program that installed its own handler keeps it.
+    Only Python's default handler, or `remembering_handler`, on the main thread is replaced (and
+    put back after): signal handlers can only be set there, and a program that installed its own
+    handler keeps it.
     """
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous not in (
+        signal.default_int_handler,
+        remembering_handler,
     ):
         yield
         return
@@ -61,8 +65,10 @@ def _ctrl_c_held_back() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, previous)
     if received:
+        if previous is remembering_handler:
+            remembering_handler(signal.SIGINT, None)  # remembers it, then raises
         raise KeyboardInterrupt
 
 

@@ -29,12 +29,23 @@ from training.attention.importance import batch_from_rollout, head_importance
 from training.attention.plots import figure_array, importance_figure
 from training.evaluation.validation import passes_since_best, validate
 from training.run.folder import RunDir, save_model_atomic
+from training.run.interrupt import interrupt_pending
 
 IMPORTANCE_NAMESPACE = "attention/importance"
 _TENSORBOARD_ONLY = ("stdout", "log", "json", "csv")  # histograms and images: TensorBoard alone
 # Rollout observations used to measure each head's mean entropy: enough for a smooth curve, at a
 # small share of training time (a whole rollout was not: benchmarks/RESULTS.md).
 _ENTROPY_SAMPLE = 512
+
+
+class InterruptCheck(BaseCallback):
+    """Raise KeyboardInterrupt at the next step once a Ctrl-C was received but swallowed on the
+    way (`training.run.interrupt`): a Ctrl-C always stops training."""
+
+    def _on_step(self) -> bool:
+        if interrupt_pending():
+            raise KeyboardInterrupt
+        return True
 
 
 class HeadMonitor(BaseCallback):

@@ -24,8 +24,9 @@ from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
 from training.config import RunConfig
 from training.run.augment import FeatureNoise, resampled_path
-from training.run.callbacks import HeadMonitor, TradingMonitor
+from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
+from training.run.interrupt import remembered_ctrl_c
 
 TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, continued on resume
 
@@ -108,12 +109,14 @@ def fit(
         print(f"resuming from {checkpoint} at {model.num_timesteps:,} timesteps")
     remaining = cfg.train.total_timesteps - model.num_timesteps
     if remaining > 0:
-        model.learn(
-            remaining,
-            callback=CallbackList([HeadMonitor(cfg.env), TradingMonitor(), *callbacks]),
-            tb_log_name=TB_RUN_NAME,
-            reset_num_timesteps=checkpoint is None,
-            progress_bar=cfg.train.progress_bar,
-            log_interval=cfg.train.log_interval,
-        )
+        monitors = [InterruptCheck(), HeadMonitor(cfg.env), TradingMonitor()]
+        with remembered_ctrl_c():  # a Ctrl-C a library swallows still stops training
+            model.learn(
+                remaining,
+                callback=CallbackList([*monitors, *callbacks]),
+                tb_log_name=TB_RUN_NAME,
+                reset_num_timesteps=checkpoint is None,
+                progress_bar=cfg.train.progress_bar,
+                log_interval=cfg.train.log_interval,
+            )
     return model
