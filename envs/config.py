@@ -42,6 +42,10 @@ class EnvConfig:
     decision_interval: int = 1  # bars per decision: the account holds on the k - 1 bars between
     volume_window: int = 64  # past bars used to normalise volume and volatility (causal)
     momentum_horizons: tuple[int, ...] = ()  # bars of each `momentum_<h>` feature (envs.features)
+    # Annualised volatility a position is sized to: a leverage level L buys an exposure of
+    # L x min(1, volatility_target / vol_t), vol_t the causal level of the `volatility` feature at
+    # the decision bar (`envs.features.volatility_scale`); null sizes to the level itself.
+    volatility_target: float | None = None
 
     def __post_init__(self) -> None:
         self.leverage_levels = tuple(float(x) for x in self.leverage_levels)
@@ -110,6 +114,11 @@ class EnvConfig:
                 "an integer >= 1",
             ),
             ("volume_window", self.volume_window >= 2, "an integer >= 2"),
+            (
+                "volatility_target",
+                self.volatility_target is None or self.volatility_target > 0,
+                "a positive number (annualised, e.g. 0.2 for 20% a year) or null",
+            ),
             (
                 "momentum_horizons",
                 all(

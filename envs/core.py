@@ -15,7 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from envs import execution as ex
 from envs.config import EnvConfig
-from envs.features import CLIP, compute_features
+from envs.features import CLIP, compute_features, volatility_scale
 from envs.market_data import DataError, MarketData, load_market_data
 from envs.sharpe import sharpe_from_sums
 
@@ -151,6 +151,14 @@ class TradingCore:
                 for market in self.markets
             ]
         )  # [T, F]
+        self.scale = np.concatenate(
+            [
+                volatility_scale(
+                    market, config.volume_window, self.bars_per_year, config.volatility_target
+                )
+                for market in self.markets
+            ]
+        )  # [T] the leverage share an order decided on each bar is sized to (envs.execution)
         self.ohlc = np.ascontiguousarray(
             np.concatenate([market.ohlc for market in self.markets]), dtype=np.float64
         )  # [T, 4]
@@ -263,6 +271,7 @@ class TradingCore:
             accounts.bars,
             accounts.actions,
             self.ohlc,
+            self.scale,
             self.sides,
             self.leverages,
             self.risks,

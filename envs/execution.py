@@ -6,15 +6,18 @@ loop over accounts in machine code, no Python per account and no pandas.
 
 Timeline of one step, for an order decided on bar t (the agent has seen bar t's close):
 
-1. Open of bar t+1. If the action differs from the held position in `direction`, or in
-   `leverage` while not flat, the position is traded to the target
-   ``side * leverage * equity_at_open / open`` units at the open, moved by slippage against the
+1. Open of bar t+1. The action's leverage level is sized by bar t's volatility scale s_t (1
+   without `EnvConfig.volatility_target`; `envs.features.volatility_scale`): the position is
+   sized to ``sized = leverage * s_t``. If the action differs from the held position in
+   `direction`, or in its sized leverage while not flat, the position is traded to the target
+   ``side * sized * equity_at_open / open`` units at the open, moved by slippage against the
    trader, plus commission on the traded notional. The entry price becomes that fill and the stop
-   is placed at ``entry * (1 - side * risk / leverage)``. A new `leverage` on the held side does
+   is placed at ``entry * (1 - side * risk / sized)``. A new sized leverage on the held side does
    not trade when the exposure the position has drifted to at the open is within
-   ``resize_band * leverage`` of it (a no-trade region against churn; 0, the default, always
+   ``resize_band * sized`` of it (a no-trade region against churn; 0, the default, always
    resizes). A change of `risk` alone (or with a leverage inside the band) moves the stop from the
-   same entry without trading. An unchanged action trades nothing and pays nothing.
+   same entry without trading. An unchanged action (and, with a volatility target, an unchanged
+   scale) trades nothing and pays nothing.
 2. Inside bar t+1. A held position is closed at its stop, or liquidated when equity would fall below
    ``maintenance_margin * notional``: whichever level the price reaches first moving against the
    position from the open. If the open already gapped through it, the fill is the open.
@@ -59,7 +62,8 @@ EP_RETURN_SQ = 18  # sum of squared simple per-bar returns
 EP_MAX_DRAWDOWN = 19  # largest drawdown seen, as a fraction of the peak
 EP_EXPOSURE = 20  # sum of |exposure| at each close
 END_BAR = 21  # the last bar an order can fill on in this account's range: episodes end there
-N_STATE = 22
+SIZED = 22  # the leverage the position was sized to: its level x the volatility scale (0 flat)
+N_STATE = 23
 
 # Per-step outcome columns (float64 [N, N_OUT]).
 REWARD = 0
@@ -180,6 +184,7 @@ def _flatten(state, i):
     state[i, SIDE] = 0.0
     state[i, LEVERAGE] = 0.0
     state[i, RISK] = 0.0
+    state[i, SIZED] = 0.0
 
 
 @numba.njit(cache=True)
@@ -234,13 +239,15 @@ def observe_accounts(state, bars, ohlc, account_obs):
 
 @numba.njit(cache=True)
 def step_accounts(
-    state, bars, actions, ohlc, sides, leverages, risks, params, out, account_obs, to_decision
-):
+    state, bars, actions, ohlc, scale, sides, leverages, risks, params, out, account_obs,
+    to_decision,
+):  # fmt: skip
     """Advance every account by one bar, or with `to_decision` to its next decision bar.
 
     state [N, N_STATE] float64 and bars [N] int64 are updated in place; actions [N, 3] int64
-    (direction, leverage, risk level indices); ohlc [T, 4] float64; sides, leverages, risks are the
-    level tables; params [N_PARAMS]; out [N, N_OUT] and account_obs [N, N_ACCOUNT] are written.
+    (direction, leverage, risk level indices); ohlc [T, 4] float64; scale [T] float64 the
+    volatility scale of an order decided on each bar (module doc, step 1); sides, leverages,
+    risks are the level tables; params [N_PARAMS]; out [N, N_OUT] and account_obs [N, N_ACCOUNT] are written.
 
     A bar is a decision bar when the episode's bars so far are a multiple of the decision
     interval k (`P_DECISION_INTERVAL`; every bar at k = 1): only there does the action place an
@@ -257,8 +264,8 @@ def step_accounts(
         direction, leverage, risk = actions[i, 0], actions[i, 1], actions[i, 2]
         decide = bars_to_decision(state[i, EP_STEPS], interval) == 0.0
         _step_bar(
-            state, bars, i, direction, leverage, risk, decide, ohlc, sides, leverages, risks,
-            params, out[i],
+            state, bars, i, direction, leverage, risk, decide, ohlc, scale, sides, leverages,
+            risks, params, out[i],
         )  # fmt: skip
         while (
             to_decision
@@ -267,8 +274,8 @@ def step_accounts(
             and bars_to_decision(state[i, EP_STEPS], interval) > 0.0
         ):  # the held bars up to the next decision bar
             _step_bar(
-                state, bars, i, direction, leverage, risk, False, ohlc, sides, leverages, risks,
-                params, scratch,
+                state, bars, i, direction, leverage, risk, False, ohlc, scale, sides, leverages,
+                risks, params, scratch,
             )  # fmt: skip
             _merge_outcome(out[i], scratch)
     observe_accounts(state, bars, ohlc, account_obs)
@@ -298,8 +305,8 @@ def _merge_outcome(total, bar):
 
 @numba.njit(cache=True, inline="always")
 def _step_bar(
-    state, bars, i, direction, leverage_index, risk_index, decide, ohlc, sides, leverages, risks,
-    params, row,
+    state, bars, i, direction, leverage_index, risk_index, decide, ohlc, scale, sides, leverages,
+    risks, params, row,
 ):  # fmt: skip
     """Account i's next bar (the module doc's steps 1-3), its outcome written to `row` [N_OUT].
 
@@ -316,19 +323,20 @@ def _step_bar(
     peak_prev = state[i, PEAK]
     side = float(sides[direction])
     leverage = leverages[leverage_index]
+    sized = leverage * scale[t - 1]  # sized by the decision bar's volatility scale
     risk = risks[risk_index]
 
     # 1. The agent's order at the open (on a decision bar).
     churn = 0.0  # its traded notional / equity at the open
     held_side = state[i, SIDE]
     trade = decide and side != held_side
-    resize = decide and not trade and side != 0.0  # a new leverage on the held side, if it trades
-    if resize and leverage != state[i, LEVERAGE]:
+    resize = decide and not trade and side != 0.0  # a new sized leverage on the held side
+    if resize and sized != state[i, SIZED]:
         equity_now = state[i, CASH] + state[i, QTY] * open_
-        trade = resizes(leverage, state[i, QTY] * open_, equity_now, params[P_RESIZE_BAND])
+        trade = resizes(sized, state[i, QTY] * open_, equity_now, params[P_RESIZE_BAND])
     if trade:
         equity_open = state[i, CASH] + state[i, QTY] * open_
-        target = side * leverage * max(equity_open, 0.0) / open_
+        target = side * sized * max(equity_open, 0.0) / open_
         units = target - state[i, QTY]
         if side == 0.0:
             units = -state[i, QTY]  # close exactly to zero
@@ -343,11 +351,12 @@ def _step_bar(
             state[i, ENTRY] = row[ORDER_FILL]
             state[i, SIDE] = side
             state[i, LEVERAGE] = leverage
+            state[i, SIZED] = sized
             state[i, RISK] = risk
-            state[i, STOP] = state[i, ENTRY] * (1.0 - side * risk / leverage)
+            state[i, STOP] = state[i, ENTRY] * (1.0 - side * risk / sized)
     elif decide and held_side != 0.0 and risk != state[i, RISK]:
         state[i, RISK] = risk
-        state[i, STOP] = state[i, ENTRY] * (1.0 - held_side * risk / state[i, LEVERAGE])
+        state[i, STOP] = state[i, ENTRY] * (1.0 - held_side * risk / state[i, SIZED])
 
     # 2. Stop or liquidation inside the bar: the level met first from the open wins.
     qty = state[i, QTY]

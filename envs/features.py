@@ -89,9 +89,7 @@ def compute_features(
         raise ValueError(f"norm_window must be >= 2, got {norm_window}")
     if any(h < 1 for h in momentum_horizons):
         raise ValueError(f"momentum horizons must be >= 1, got {list(momentum_horizons)}")
-    previous_close = np.concatenate([market.open[:1], market.close[:-1]])
-    prices = np.column_stack([market.close, market.open, market.high, market.low])  # [T, 4]
-    log_moves = np.log(prices) - np.log(previous_close)[:, None]  # [T, 4]
+    log_moves = _log_moves(market)  # [T, 4]
     if bars_per_year is None:
         bars_per_year = market.bars_per_year()
     volatility = _rolling_rms(log_moves[:, 0], norm_window)  # [T]
@@ -110,6 +108,30 @@ def compute_features(
         noise = volatility * np.sqrt(bar + 1 - start)  # [T]
         features[:, column] = np.clip(trend / noise, -CLIP, CLIP)
     return features
+
+
+def volatility_scale(
+    market: MarketData, norm_window: int, bars_per_year: float, target: float | None
+) -> np.ndarray:
+    """The share of each bar's leverage level a position decided there is sized to, [T] float64
+    in (0, 1]: ``min(1, target / (vol_t * sqrt(bars_per_year)))``, vol_t as in `compute_features`
+    (the `volatility` feature's level, so causal); all ones when `target` is None.
+
+    Volatility targeting (Moreira and Muir 2017, "Volatility-managed portfolios"): growth-optimal
+    leverage falls with the variance, so an exposure scaled by a volatility budget de-levers in
+    turbulent spells without the policy having to learn it, and never exceeds the level chosen.
+    """
+    if target is None:
+        return np.ones(len(market))
+    volatility = _rolling_rms(_log_moves(market)[:, 0], norm_window)  # [T]
+    return np.minimum(1.0, target / (volatility * np.sqrt(bars_per_year)))
+
+
+def _log_moves(market: MarketData) -> np.ndarray:
+    """[T, 4] log(close, open, high, low / previous close), with c_{-1} := o_0."""
+    previous_close = np.concatenate([market.open[:1], market.close[:-1]])
+    prices = np.column_stack([market.close, market.open, market.high, market.low])  # [T, 4]
+    return np.log(prices) - np.log(previous_close)[:, None]
 
 
 def _rolling_rms(values: np.ndarray, window: int) -> np.ndarray:

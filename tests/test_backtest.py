@@ -245,6 +245,12 @@ def test_buy_and_hold_pays_entry_costs_then_follows_the_price(small_env):
     assert trades["entry_price"].iloc[0] == pytest.approx(100.0 * (1 + 1e-4))
     assert (record["leverage"].iloc[1:] == 1.0).all()
     assert np.isinf(record["risk"].iloc[1:]).all()  # no stop
+    # An agent sized by a volatility target leaves buy-and-hold at 1x.
+    config = dataclasses.replace(small_env.core.config, volatility_target=1e-3)
+    sized = whole_range_env(small_market(), config)
+    assert sized.core.scale[1:].max() < 1.0  # the agent's levels would be sized down
+    record = baseline_record(sized, "buy_and_hold")
+    np.testing.assert_allclose(record["equity"], buy_and_hold_equity(CLOSES), rtol=1e-12)
 
 
 def test_buy_and_hold_holds_through_a_dip_below_the_widest_stop(small_env):

@@ -355,3 +355,44 @@ def test_between_decisions_a_stopped_position_stays_flat():
     assert held["order_fill"] == 100 * (1 + SLIPPAGE)  # the entry, the interval's only order
     _, _, _, _, again = every_3.step(act(LONG, 0, 0))  # the next decision enters again
     assert again["order_fill"] == 97 * (1 + SLIPPAGE)
+
+
+def test_a_volatility_target_sizes_the_level_and_its_stop_by_the_decision_bar():
+    """Bar 1 jumps 10%: vol_1 = sqrt(log(1.1)^2 / 2) (bar 0 moves nothing), 10x that a year at
+    100 bars a year. A 2x long decided there holds 2 x target / that of the equity, and its 5%
+    risk stop sits 5% / (the sized leverage) below the fill. The action still names 2x."""
+    bars = [(100, 101, 99, 100), (100, 111, 99, 110), (110, 111, 109, 110), (110, 111, 109, 110)]
+    annual = np.sqrt(np.log(1.1) ** 2 / 2) * 10.0
+    target = 0.25 * annual  # a quarter of bar 1's volatility: 2x is sized to 0.5x
+    env = make_env(bars, volatility_target=target)
+    assert env.core.scale[1] == pytest.approx(0.25, rel=1e-12)
+    obs, _, _, _, info = env.step(act(LONG, 1, 0))
+    fill = 110 * (1 + SLIPPAGE)
+    units = 0.5 * 1000.0 / 110
+    assert info["position"] == pytest.approx(units, rel=1e-12)
+    assert info["order_fill"] == pytest.approx(fill, rel=1e-12)
+    stop = 110 * (1 - obs["account"][5])  # the stop distance from the close, float32
+    assert stop == pytest.approx(fill * (1 - 0.05 / 0.5), rel=1e-6)
+    assert info["action"]["leverage"] == 2.0 and info["financing"] == 0.0  # 0.5x borrows nothing
+
+
+def test_under_a_volatility_target_a_held_action_resizes_only_outside_the_band():
+    """The same 1x long, decided again each bar: within `resize_band` of the drifted exposure
+    it trades nothing; when a jump sizes it down past the band, it sells down to the new size."""
+    bars = [(100, 101, 99, 100), (100, 102, 99, 101), (101, 102, 100, 101),
+            (101, 131, 100, 130), (130, 131, 129, 130), (130, 131, 129, 130)]  # fmt: skip
+    env = make_env(bars, volatility_target=0.05, resize_band=0.25, financing_rate_annual=0.0)
+    scale = env.core.scale
+    assert abs(scale[2] / scale[1] - 1) < 0.25 and scale[3] < 0.5 * scale[2]  # the premise
+    _, _, _, _, first = env.step(act(LONG, 0, 1))  # decided on bar 1
+    assert first["position"] * 101 / 1000.0 == pytest.approx(scale[1], rel=1e-2)
+    _, _, _, _, kept = env.step(act(LONG, 0, 1))  # bar 2: the scale barely moved
+    assert np.isnan(kept["order_fill"]) and kept["traded_notional"] == 0.0
+    _, _, _, _, resized = env.step(act(LONG, 0, 1))  # bar 3: the jump sizes it down
+    assert resized["order_fill"] < 130 and resized["position"] < kept["position"]
+    assert resized["exposure"] == pytest.approx(scale[3], rel=1e-2)  # bar 4 closes at its open
+
+
+def test_without_a_volatility_target_the_scale_is_one_everywhere():
+    env = make_env([(100, 101, 99, 100), (100, 111, 99, 110), (110, 111, 109, 110)])
+    np.testing.assert_array_equal(env.core.scale, np.ones(3))

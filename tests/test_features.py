@@ -5,7 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.features import CLIP, FEATURE_NAMES, compute_features, feature_names
+from envs.features import (
+    CLIP,
+    FEATURE_NAMES,
+    compute_features,
+    feature_names,
+    volatility_scale,
+)
 from envs.market_data import MarketData, load_market_data
 
 REAL = [
@@ -88,6 +94,23 @@ def test_hand_computed_values():
     long_volatility = np.sqrt(np.cumsum(squares) / np.arange(1, 4))  # window 8: every bar so far
     np.testing.assert_allclose(features[:, 6], np.log(volatility / long_volatility), atol=1e-6)
     assert features[0, 1] == 0.0  # the first bar opens at its own "previous close"
+
+
+def test_the_volatility_scale_sizes_to_the_level_the_policy_sees():
+    """min(1, target / annualised vol_t), vol_t by hand: the `volatility` feature's level."""
+    closes = [100.0, 101.0, 99.0, 120.0, 121.0]
+    market = market_from_closes(np.array(closes))
+    bars_per_year = 252.0
+    squares = np.log(np.array(closes) / np.array(closes[:1] + closes[:-1])) ** 2
+    mean_squares = [squares[0], squares[:2].mean(), *(squares[i : i + 2].mean() for i in (1, 2, 3))]
+    volatility = np.maximum(np.sqrt(mean_squares), 1e-4)  # bar 0: c_{-1} := o_0, the floor
+    annual = volatility * np.sqrt(bars_per_year)
+    scale = volatility_scale(market, 2, bars_per_year, 0.1)
+    np.testing.assert_allclose(scale, np.minimum(1.0, 0.1 / annual), rtol=1e-12)
+    assert scale[0] == 1.0 and scale[3] < scale[1] < 1.0  # the jump to 120 sizes down most
+    level = np.exp(compute_features(market, 2, bars_per_year)[:, 5])  # float32 feature
+    np.testing.assert_allclose(scale[1:], 0.1 / level[1:], rtol=1e-6)
+    np.testing.assert_array_equal(volatility_scale(market, 2, bars_per_year, None), np.ones(5))
 
 
 def test_momentum_hand_computed():
@@ -202,3 +225,5 @@ def test_no_look_ahead(closes, volume, changed, cut, norm_window, horizons):
     after = compute_features(other, norm_window, momentum_horizons=tuple(horizons))
     np.testing.assert_array_equal(before[: cut + 1], after[: cut + 1])
     assert np.isfinite(before).all() and np.isfinite(after).all()
+    scales = [volatility_scale(market, norm_window, 252.0, 0.2) for market in (base, other)]
+    np.testing.assert_array_equal(scales[0][: cut + 1], scales[1][: cut + 1])

@@ -16,7 +16,11 @@ LEVERAGES = (1.0, 2.0, 5.0)
 RISKS = (0.02, 0.1)
 
 
-def core_ending_flat(resize_band: float = 0.0, risks: tuple[float, ...] = RISKS):
+def core_ending_flat(
+    resize_band: float = 0.0,
+    risks: tuple[float, ...] = RISKS,
+    volatility_target: float | None = None,
+):
     """Six moving bars, then three bars that open, trade and close at PRICE: a held position's
     stop is never reached there, and an order at the next open fills at the last close."""
     moving = [
@@ -29,7 +33,7 @@ def core_ending_flat(resize_band: float = 0.0, risks: tuple[float, ...] = RISKS)
     ]
     env = make_env(moving + [(PRICE,) * 4] * 3, slippage_bps=0.0, financing_rate_annual=0.0,
                    borrow_fee_annual=0.0, leverage_levels=LEVERAGES, risk_levels=risks,
-                   resize_band=resize_band)  # fmt: skip
+                   resize_band=resize_band, volatility_target=volatility_target)  # fmt: skip
     return env.core
 
 
@@ -44,13 +48,20 @@ def account_holding(core, action) -> Accounts:
 
 
 @pytest.mark.parametrize(
-    ("resize_band", "risks"), [(0.0, RISKS), (0.4, RISKS), (0.0, (0.02, math.inf))]
+    ("resize_band", "risks", "volatility_target"),
+    [(0.0, RISKS, None), (0.4, RISKS, None), (0.0, (0.02, math.inf), None), (0.4, RISKS, 0.05)],
 )
-def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_band, risks):
+def test_each_described_order_is_what_the_kernel_does_at_the_next_open(
+    resize_band, risks, volatility_target
+):
     """A risk level of inf is no stop: orders say so, and changing to or from it only moves the
     stop. A band narrower than the ladder's steps (`EnvConfig.max_resize_band`) lets every step
-    trade from an undrifted position; the drifted case is the test below."""
-    core = core_ending_flat(resize_band, risks)
+    trade from an undrifted position; the drifted case is the test below. With a volatility
+    target every level is sized down, by a scale that differs between the two decisions."""
+    core = core_ending_flat(resize_band, risks, volatility_target)
+    if volatility_target is not None:
+        last = len(core.timestamps) - 1
+        assert core.scale[last - 2] < core.scale[last - 1] < 1.0  # the flat bars calm it
     sizes = core.config.action_sizes  # (short, flat, long), 3 leverages, 2 risks
     every_action = list(itertools.product(*(range(n) for n in sizes)))
     flat = (core.config.flat_direction_index, 0, 0)
@@ -60,7 +71,7 @@ def test_each_described_order_is_what_the_kernel_does_at_the_next_open(resize_ba
         accounts = account_holding(core, held_action)
         held = held_position(core, accounts)
         names = core.action_names(np.array(action))
-        order = describe_order(core, held, names, PRICE)
+        order = describe_order(core, held, names, PRICE, float(core.scale[accounts.bars[0]]))
 
         accounts.actions[0] = action
         core.step(accounts)
@@ -112,7 +123,8 @@ def test_a_drifted_position_within_the_resize_band_stays_as_described():
         held = held_position(core, accounts)
         assert held.units * 200.0 / held.equity == pytest.approx(4 / 3, rel=1e-2)
         action = (long, level, 0)
-        order = describe_order(core, held, core.action_names(np.array(action)), 200.0)
+        names = core.action_names(np.array(action))
+        order = describe_order(core, held, names, 200.0, float(core.scale[accounts.bars[0]]))
         accounts.actions[0] = action
         core.step(accounts)
         assert order.split()[0] == kind, order

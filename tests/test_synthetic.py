@@ -199,6 +199,9 @@ def test_oracle_long_without_costs_earns_the_close_over_the_entry_open():
     assert result.log_growth == pytest.approx(math.log(CLOSE[5] / OPEN[2]), rel=1e-12)
     assert buy_and_hold_growth(series, HAND, range(0, 6)) == pytest.approx(result.log_growth)
     assert result.n_trades == 1 and result.fees_pct_per_year == 0.0
+    # The references hold the levels they choose: an agent's volatility target is not theirs.
+    sized = run_actions(series, replace(HAND, volatility_target=1e-3), actions, range(0, 6))
+    np.testing.assert_array_equal(sized.equity, result.equity)
 
 
 def test_oracle_long_pays_exactly_the_commission_and_slippage_of_its_fill():

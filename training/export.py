@@ -99,6 +99,8 @@ def onnx_metadata(env: EnvConfig, adjust: bool) -> dict[str, str]:
         "volume_window": env.volume_window,  # `compute_features(market, norm_window=...)`
         "bars_per_year": env.bars_per_year,  # `compute_features`'s; null: the data's own
         "momentum_horizons": list(env.momentum_horizons),  # `compute_features`'s
+        # a leverage level buys level x `envs.features.volatility_scale(...)`; null: the level
+        "volatility_target": env.volatility_target,
         "account_features": list(ACCOUNT_FEATURES),
         "adjust": adjust,  # `load_market_data(..., adjust=...)`, as the run loaded its bars
     }

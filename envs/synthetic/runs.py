@@ -36,11 +36,18 @@ def run_actions(
 
     actions: [T, 3] int (direction, leverage, risk level indices of `config`). The run starts
     flat at the first decision bar and ends when the range does (or the account is liquidated or
-    bankrupt). `config`'s episode settings are replaced by a whole-range evaluation, and its
-    `decision_interval` by 1: the rules decide on every bar (the yardstick does not inherit the
-    agent's cadence).
+    bankrupt). `config`'s episode settings are replaced by a whole-range evaluation, its
+    `decision_interval` by 1 and its `volatility_target` by none: the rules decide on every bar
+    and hold the leverage levels they choose (the yardstick inherits neither the agent's cadence
+    nor its sizing).
     """
-    config = replace(config, random_start=False, episode_length=None, decision_interval=1)
+    config = replace(
+        config,
+        random_start=False,
+        episode_length=None,
+        decision_interval=1,
+        volatility_target=None,
+    )
     env = TradingEnv(series.market, config, bars=bars)
     _, info = env.reset()
     first_bar = bar = info["bar"]

@@ -34,10 +34,15 @@ NO_STOP = math.inf  # the risk level of the baselines: its stop is never reached
 
 
 def baseline_config(config: EnvConfig) -> EnvConfig:
-    """`config` with the baselines' levels: leverage 1x only, risk `NO_STOP` only; and a
-    decision on every bar (a rule is not held to the agent's `decision_interval`)."""
+    """`config` with the baselines' levels: leverage 1x only, risk `NO_STOP` only; a decision
+    on every bar (a rule is not held to the agent's `decision_interval`); and no volatility
+    target (a baseline holds 1x, whatever the agent's sizing)."""
     return dataclasses.replace(
-        config, leverage_levels=(1.0,), risk_levels=(NO_STOP,), decision_interval=1
+        config,
+        leverage_levels=(1.0,),
+        risk_levels=(NO_STOP,),
+        decision_interval=1,
+        volatility_target=None,
     )
 
 

@@ -129,7 +129,7 @@ class FastPolicy:
         while True:
             step, finished = _run_episode(
                 step, forced, accounts.state, accounts.bars, accounts.observation, core.ohlc,
-                core.sides, core.leverages, core.risks, core.params, self.first_bar,
+                core.scale, core.sides, core.leverages, core.risks, core.params, self.first_bar,
                 self._market_part, self._account_mlp, self._account_part, self._activation,
                 self._logits, TIE_TOLERANCE, bar_log, actions, outcomes, account_log,
             )  # fmt: skip
@@ -240,7 +240,7 @@ def _act(account, market_part, account_mlp, account_part, activation, logits, to
 
 @numba.njit(cache=True)
 def _run_episode(
-    step, forced, state, bars, account_obs, ohlc, sides, leverages, risks, params, first_bar,
+    step, forced, state, bars, account_obs, ohlc, scale, sides, leverages, risks, params, first_bar,
     market_part, account_mlp, account_part, activation, logits, tolerance,
     bar_log, actions, outcomes, accounts,
 ):  # fmt: skip
@@ -267,7 +267,7 @@ def _run_episode(
         ):  # fmt: skip
             return k, False
         ex.step_accounts(
-            state, bars, action, ohlc, sides, leverages, risks, params, outcomes[k : k + 1],
+            state, bars, action, ohlc, scale, sides, leverages, risks, params, outcomes[k : k + 1],
             account_obs, False,
         )  # fmt: skip
         bar_log[k + 1] = bars[0]

@@ -33,6 +33,7 @@ class HeldPosition:
     direction: str  # "short", "flat" or "long"
     units: float  # signed position in units of the asset
     leverage: float  # held leverage level (0 when flat)
+    sized: float  # the leverage it was sized to: the level x the volatility scale (0 when flat)
     risk: float  # held risk level (0 when flat)
     entry: float  # fill price of the last (re)sizing (0 when flat)
     stop: float  # protective stop price (0 when flat)
@@ -60,7 +61,9 @@ class NextOrder:
         holding = "flat"
         if held.direction != "flat":
             holding = (
-                f"{held.direction} {abs(held.units):,.6g} units at {held.leverage:g}x, "
+                f"{held.direction} {abs(held.units):,.6g} units at {held.leverage:g}x"
+                + ("" if held.sized == held.leverage else f" (sized to {held.sized:.3g}x)")
+                + ", "
                 f"{_risk_text(held.risk)}, entry {held.entry:,.6g}"
                 + ("" if math.isinf(held.risk) else f", stop {held.stop:,.6g}")
             )
@@ -116,7 +119,7 @@ def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Acco
             f"bar; the account holds for {waiting} more bar(s), then decides again"
         )
     else:
-        order = describe_order(core, held, action, close)
+        order = describe_order(core, held, action, close, float(core.scale[bar]))
     return NextOrder(
         decided_at=time_labels(core.timestamps[bar : bar + 1], daily=core.market.daily)[0],
         close=close,
@@ -136,6 +139,7 @@ def held_position(core: TradingCore, accounts: Accounts) -> HeldPosition:
         direction=direction,
         units=float(state[ex.QTY]),
         leverage=float(state[ex.LEVERAGE]),
+        sized=float(state[ex.SIZED]),
         risk=float(state[ex.RISK]),
         entry=float(state[ex.ENTRY]),
         stop=float(state[ex.STOP]),
@@ -144,37 +148,42 @@ def held_position(core: TradingCore, accounts: Accounts) -> HeldPosition:
 
 
 def describe_order(
-    core: TradingCore, held: HeldPosition, action: dict[str, Any], close: float
+    core: TradingCore, held: HeldPosition, action: dict[str, Any], close: float, scale: float
 ) -> str:
-    """What `action` does at the next open from `held`, by the rules of `envs.execution`.
+    """What `action` does at the next open from `held`, by the rules of `envs.execution`, when
+    decided on a bar whose volatility scale is `scale` (`TradingCore.scale`; 1 without
+    `env.volatility_target`).
 
-    A new direction, or a new leverage while in a position, trades to ``side * leverage *
-    equity`` at the open (estimated here at the last close), unless the new leverage is within
-    `env.resize_band` of the exposure the position has drifted to; a new risk alone moves the
-    stop from the same entry; anything else places no order.
+    A new direction, or a new sized leverage (``leverage * scale``) while in a position, trades
+    to ``side * leverage * scale * equity`` at the open (estimated here at the last close),
+    unless the new sized leverage is within `env.resize_band` of the exposure the position has
+    drifted to; a new risk alone moves the stop from the same entry; anything else places no
+    order.
     """
     names, sides = core.config.direction_names, core.config.direction_sides
     side = sides[names.index(action["direction"])]
     held_side = sides[names.index(held.direction)]
     leverage, risk = action["leverage"], action["risk"]
-    resize = side != 0 and side == held_side and leverage != held.leverage
+    sized = leverage * scale
+    resize = side != 0 and side == held_side and sized != held.sized
     if resize:  # the kernel's own rule, with the exposure estimated at the last close
-        resize = ex.resizes(leverage, held.units * close, held.equity, core.config.resize_band)
+        resize = ex.resizes(sized, held.units * close, held.equity, core.config.resize_band)
     if side != held_side or resize:
         if side == 0:
             return f"close the {held.direction} position ({abs(held.units):,.6g} units) at the open"
         verb = "open" if held_side == 0 else "resize to" if side == held_side else "reverse to"
-        units = leverage * max(held.equity, 0.0) / close
+        units = sized * max(held.equity, 0.0) / close
         below = "below" if side > 0 else "above"
-        stop = "no stop" if math.isinf(risk) else f"stop {risk / leverage:.2%} {below} the fill"
+        stop = "no stop" if math.isinf(risk) else f"stop {risk / sized:.2%} {below} the fill"
+        target = "" if scale == 1.0 else f" sized to {sized:.3g}x by the volatility target"
         return (
-            f"{verb} {action['direction']} {leverage:g}x at the open: about {units:,.6g} units at "
-            f"the last close's price, {stop}"
+            f"{verb} {action['direction']} {leverage:g}x{target} at the open: about "
+            f"{units:,.6g} units at the last close's price, {stop}"
         )
     if side != 0 and risk != held.risk:
         if math.isinf(risk):
             return f"remove the stop at {held.stop:,.6g}; no trade"
-        stop = held.entry * (1.0 - side * risk / held.leverage)
+        stop = held.entry * (1.0 - side * risk / held.sized)
         verb = (
             "place a stop at"
             if math.isinf(held.risk)
