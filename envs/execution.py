@@ -247,7 +247,8 @@ def step_accounts(
     state [N, N_STATE] float64 and bars [N] int64 are updated in place; actions [N, 3] int64
     (direction, leverage, risk level indices); ohlc [T, 4] float64; scale [T] float64 the
     volatility scale of an order decided on each bar (module doc, step 1); sides, leverages,
-    risks are the level tables; params [N_PARAMS]; out [N, N_OUT] and account_obs [N, N_ACCOUNT] are written.
+    risks are the level tables; params [N_PARAMS]; out [N, N_OUT] and account_obs
+    [N, N_ACCOUNT] are written.
 
     A bar is a decision bar when the episode's bars so far are a multiple of the decision
     interval k (`P_DECISION_INTERVAL`; every bar at k = 1): only there does the action place an
