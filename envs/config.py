@@ -43,9 +43,11 @@ class EnvConfig:
     volume_window: int = 64  # past bars used to normalise volume and volatility (causal)
     momentum_horizons: tuple[int, ...] = ()  # bars of each `momentum_<h>` feature (envs.features)
     # Annualised volatility a position is sized to: a leverage level L buys an exposure of
-    # L x min(1, volatility_target / vol_t), vol_t the causal level of the `volatility` feature at
-    # the decision bar (`envs.features.volatility_scale`); null sizes to the level itself.
+    # L x min(1, volatility_target / vol_t), vol_t the causal RMS volatility of the last
+    # `volatility_target_window` bars at the decision bar (`envs.features.volatility_scale`);
+    # null sizes to the level itself.
     volatility_target: float | None = None
+    volatility_target_window: int = 10  # short, so sizing follows a regime change within days
 
     def __post_init__(self) -> None:
         self.leverage_levels = tuple(float(x) for x in self.leverage_levels)
@@ -119,6 +121,7 @@ class EnvConfig:
                 self.volatility_target is None or self.volatility_target > 0,
                 "a positive number (annualised, e.g. 0.2 for 20% a year) or null",
             ),
+            ("volatility_target_window", self.volatility_target_window >= 2, "an integer >= 2"),
             (
                 "momentum_horizons",
                 all(

@@ -154,7 +154,10 @@ class TradingCore:
         self.scale = np.concatenate(
             [
                 volatility_scale(
-                    market, config.volume_window, self.bars_per_year, config.volatility_target
+                    market,
+                    config.volatility_target_window,
+                    self.bars_per_year,
+                    config.volatility_target,
                 )
                 for market in self.markets
             ]

@@ -208,6 +208,8 @@ def test_dataclass_own_validation_becomes_config_error(tmp_path: Path) -> None:
     message = error(None, overrides=("env.volatility_target=0",))
     assert message.startswith("--set: env.volatility_target: expected a positive number")
     assert load_config(None, ["env.volatility_target=0.2"]).env.volatility_target == 0.2
+    message = error(None, overrides=("env.volatility_target_window=1",))
+    assert message == "--set: env.volatility_target_window: expected an integer >= 2, got 1"
     message = error(None, overrides=("policy.hold_prior=-1",))
     assert message == "--set: policy.hold_prior: expected a number >= 0, got -1.0"
     path = write(tmp_path, "env:\n  maintenance_margin: 0.3\n")

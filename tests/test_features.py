@@ -96,8 +96,9 @@ def test_hand_computed_values():
     assert features[0, 1] == 0.0  # the first bar opens at its own "previous close"
 
 
-def test_the_volatility_scale_sizes_to_the_level_the_policy_sees():
-    """min(1, target / annualised vol_t), vol_t by hand: the `volatility` feature's level."""
+def test_the_volatility_scale_sizes_by_the_volatility_over_its_window():
+    """min(1, target / annualised vol_t), vol_t by hand: over the same window, the `volatility`
+    feature's level."""
     closes = [100.0, 101.0, 99.0, 120.0, 121.0]
     market = market_from_closes(np.array(closes))
     bars_per_year = 252.0

@@ -101,6 +101,7 @@ def onnx_metadata(env: EnvConfig, adjust: bool) -> dict[str, str]:
         "momentum_horizons": list(env.momentum_horizons),  # `compute_features`'s
         # a leverage level buys level x `envs.features.volatility_scale(...)`; null: the level
         "volatility_target": env.volatility_target,
+        "volatility_target_window": env.volatility_target_window,  # `volatility_scale`'s window
         "account_features": list(ACCOUNT_FEATURES),
         "adjust": adjust,  # `load_market_data(..., adjust=...)`, as the run loaded its bars
     }
