@@ -227,16 +227,22 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
       given the exposures it held (`envs.synthetic.expectation`), which drops the price noise
       that realized growth carries: ``share_expected_fresh`` and
       ``excess_growth_expected_fresh`` for the agent, ``share_estimated_expected_fresh`` for the
-      estimated ceiling.
+      estimated ceiling;
+    - with `env.volatility_target`, buy-and-hold's action sized as the agent's positions are
+      (decided on every bar): ``share_sized_hold_fresh`` (and ``..._expected_fresh``), what the
+      sizing alone earns without a policy.
     """
     if n_fresh == 0:
         return {}
+    from envs.synthetic import buy_and_hold_actions, run_actions
     from training.evaluation.backtest import evaluation_env
     from training.evaluation.fast_inference import FastPolicy
 
     env_config = model.config.env  # the run's, with the bars per year it trained under
     regime = kind in EXPECTED_KINDS
     rules = ["agent", *(["estimated"] if kind in ESTIMATED_KINDS else [])]
+    if env_config.volatility_target is not None:
+        rules.append("sized_hold")
     growths: dict[str, list[float]] = {
         name: [] for name in [*rules, "buy_and_hold", *REFERENCES]
     }  # realized log growth on each fresh tail
@@ -251,6 +257,11 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
             runs["estimated"] = _run_growths(
                 series, estimated_run(kind, seed, series, tail, env_config), regime
             )
+        if "sized_hold" in rules:
+            hold = buy_and_hold_actions(env_config, len(series.market))
+            runs["sized_hold"] = _run_growths(
+                series, run_actions(series, env_config, hold, tail, sized=True), regime
+            )
         runs.update(fresh_references(kind, k, env_config))
         for name, (realized, mean) in runs.items():
             growths[name].append(realized)
@@ -262,7 +273,8 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
             continue
         hold = by_rule["buy_and_hold"]
         edge = sum(c - b for c, b in zip(by_rule["ceiling"], hold, strict=True))
-        for rule, name in (("agent", ""), ("estimated", "_estimated")):
+        scored = (("agent", ""), ("estimated", "_estimated"), ("sized_hold", "_sized_hold"))
+        for rule, name in scored:
             if rule in by_rule:
                 gained = sum(a - b for a, b in zip(by_rule[rule], hold, strict=True))
                 scores[f"share{name}{measure}_fresh"] = gained / edge if edge > 0 else math.nan
@@ -537,6 +549,7 @@ SYNTHETIC_COLUMNS = (  # (result key, heading, format)
     ("share_expected_fresh", "share, fresh, expected g", "{:.2f}"),
     ("excess_growth_expected_fresh", "g_agent - g_bh, fresh, expected", "{:+.3f}"),
     ("share_estimated_expected_fresh", "est. ceiling, fresh, expected g", "{:.2f}"),
+    ("share_sized_hold_expected_fresh", "sized hold, fresh, expected g", "{:.2f}"),
     ("turnover_per_year", "turnover/yr", "{:.1f}"),
     ("fees_pct_per_year", "fees %/yr", "{:.2f}"),
     ("gap_chosen", "gap (chosen)", "{:+.2f}"),

@@ -55,6 +55,8 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
             "1",
             "--jobs",
             "1",
+            "--set",
+            "env.volatility_target=0.3",
             "--out",
             str(tmp_path),
         ],
@@ -64,6 +66,11 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
     )
     assert done.returncode == 0, done.stderr
     result, volatility = json.loads((tmp_path / "learning.json").read_text())["synthetic"]
+    # Buy-and-hold sized like the agent: the 30% budget binds in the 48% turbulent spells only.
+    sized = volatility["growth_sized_hold_fresh"][0] - volatility["growth_buy_and_hold_fresh"][0]
+    assert volatility["excess_growth_sized_hold_fresh"] == pytest.approx(sized) != 0.0
+    assert result["growth_sized_hold_fresh"] == result["growth_buy_and_hold_fresh"]  # 16%: unsized
+    assert "sized hold, fresh, expected g" in done.stdout
     hold = result["growth_buy_and_hold"]
     assert result["excess_growth_estimated"] == pytest.approx(result["growth_estimated"] - hold)
     fresh_hold = result["growth_buy_and_hold_fresh"][0]

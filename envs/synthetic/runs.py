@@ -30,23 +30,28 @@ class RunResult:
 
 
 def run_actions(
-    series: SyntheticSeries, config: EnvConfig, actions: np.ndarray, bars: range
+    series: SyntheticSeries,
+    config: EnvConfig,
+    actions: np.ndarray,
+    bars: range,
+    *,
+    sized: bool = False,
 ) -> RunResult:
     """Step a `TradingEnv` over `bars` of `series`; the decision on bar t is ``actions[t]``.
 
     actions: [T, 3] int (direction, leverage, risk level indices of `config`). The run starts
     flat at the first decision bar and ends when the range does (or the account is liquidated or
     bankrupt). `config`'s episode settings are replaced by a whole-range evaluation, its
-    `decision_interval` by 1 and its `volatility_target` by none: the rules decide on every bar
-    and hold the leverage levels they choose (the yardstick inherits neither the agent's cadence
-    nor its sizing).
+    `decision_interval` by 1 and, unless `sized`, its `volatility_target` by none: the rules
+    decide on every bar and hold the leverage levels they choose (the yardstick inherits neither
+    the agent's cadence nor its sizing). With `sized` the levels are sized as the agent's are.
     """
     config = replace(
         config,
         random_start=False,
         episode_length=None,
         decision_interval=1,
-        volatility_target=None,
+        volatility_target=config.volatility_target if sized else None,
     )
     env = TradingEnv(series.market, config, bars=bars)
     _, info = env.reset()
