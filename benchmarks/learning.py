@@ -491,6 +491,8 @@ def run_real(job: RealJob) -> dict[str, Any]:
         "sharpe": _finite(agent["sharpe"]),
         "sharpe_buy_and_hold": _finite(hold["sharpe"]),
         "sharpe_minus_buy_and_hold": _finite(agent["sharpe"]) - _finite(hold["sharpe"]),
+        # buy-and-hold sized like the agent, with `env.volatility_target` only (NaN without)
+        "sharpe_sized_hold": _finite(report["aggregate"].get("sized_hold", {}).get("sharpe")),
         "total_return_pct": agent["total_return_pct"],
         "total_return_pct_buy_and_hold": hold["total_return_pct"],
         "max_drawdown_pct": _finite(agent["max_drawdown_pct"]),
@@ -513,6 +515,7 @@ REAL_COLUMNS = (  # (result key, heading, format, worst)
     ("sharpe", "sharpe", "{:.2f}", "min"),
     ("sharpe_buy_and_hold", "b&h sharpe", "{:.2f}", "min"),
     ("sharpe_minus_buy_and_hold", "sharpe - b&h", "{:+.2f}", "min"),
+    ("sharpe_sized_hold", "sized hold sharpe", "{:.2f}", "min"),
     ("max_drawdown_pct", "max dd %", "{:.1f}", "max"),
     ("turnover_per_year", "turnover/yr", "{:.1f}", "max"),
     ("fees_pct_per_year", "fees %/yr", "{:.2f}", "max"),
@@ -525,7 +528,7 @@ def real_table(results: Sequence[dict[str, Any]]) -> str:
     headers = ["seeds", *(h for _, h, _, _ in REAL_COLUMNS)]
     cells = [" ".join(str(r["seed"]) for r in results)]
     for key, _, fmt, worst in REAL_COLUMNS:
-        median, bad = _median_worst([r[key] for r in results], worst)
+        median, bad = _median_worst([r.get(key, math.nan) for r in results], worst)
         cells.append(f"{fmt.format(median)} / {fmt.format(bad)}")
     return _table(headers, [cells])
 

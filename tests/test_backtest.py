@@ -24,8 +24,20 @@ from envs import TradingEnv, load_market_data
 from training.backtest import main
 from training.config import load_config, save_config
 from training.evaluation import fast_inference
-from training.evaluation.backtest import backtest, format_next_order, in_sample, record_strategy
-from training.evaluation.baselines import baseline_env, baseline_policies, moving_average_crossover
+from training.evaluation.backtest import (
+    backtest,
+    format_next_order,
+    in_sample,
+    record_strategy,
+    with_baselines,
+)
+from training.evaluation.baselines import (
+    baseline_env,
+    baseline_policies,
+    buy_and_hold,
+    moving_average_crossover,
+    sized_baseline_env,
+)
 from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import compute_metrics, trades_from_record
 from training.evaluation.rollout import RECORD_COLUMNS, record_episode
@@ -251,6 +263,31 @@ def test_buy_and_hold_pays_entry_costs_then_follows_the_price(small_env):
     assert sized.core.scale[1:].max() < 1.0  # the agent's levels would be sized down
     record = baseline_record(sized, "buy_and_hold")
     np.testing.assert_allclose(record["equity"], buy_and_hold_equity(CLOSES), rtol=1e-12)
+
+
+def test_sized_hold_holds_the_volatility_scale_of_its_equity(small_env):
+    """With a volatility target and no band, `sized_hold` resizes at every open to the decision
+    bar's scale times the equity there, whenever the scale moved. Each bar opens at the previous
+    close, so its units are ``scale[t] * equity / close`` of the bar before; its level stays 1x.
+    The backtest lists it beside the other baselines only when the agent has a target."""
+    assert sized_baseline_env(small_env) is None
+    config = dataclasses.replace(small_env.core.config, volatility_target=1e-3)
+    env = whole_range_env(small_market(), config)
+    sized = sized_baseline_env(env)
+    assert sized is not None
+    record = record_strategy(sized, buy_and_hold(sized.core.config))
+    scale, first = env.core.scale, env.core.first_bar
+    assert len(set(scale[first:].round(6))) > 3  # the scale moves from bar to bar
+    for k in range(1, len(record)):
+        t = first + k - 1  # the decision bar
+        if k > 1 and scale[t] == scale[t - 1]:  # the first flat bars: nothing to resize
+            assert np.isnan(record["order_fill"].iloc[k])
+            continue
+        units = scale[t] * record["equity"].iloc[k - 1] / record["price"].iloc[k - 1]
+        assert record["position"].iloc[k] == pytest.approx(units, rel=1e-12)
+    assert (record["leverage"].iloc[1:] == 1.0).all()
+    assert set(with_baselines(record, None, env).metrics) == STRATEGIES | {"sized_hold"}
+    assert set(with_baselines(record, None, small_env).metrics) == STRATEGIES
 
 
 def test_buy_and_hold_holds_through_a_dip_below_the_widest_stop(small_env):

@@ -30,7 +30,13 @@ import pandas as pd
 from agent import MultiHeadPolicy
 from envs import EnvConfig, MarketData, TradingEnv
 from envs.market_data import parse_time, time_labels
-from training.evaluation.baselines import BarPolicy, baseline_env, baseline_policies
+from training.evaluation.baselines import (
+    BarPolicy,
+    baseline_env,
+    baseline_policies,
+    buy_and_hold,
+    sized_baseline_env,
+)
 from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import compute_metrics, record_metrics, trades_from_record
 from training.evaluation.next_order import NextOrder, decide_next_order
@@ -141,6 +147,9 @@ def with_baselines(
         (name, record_strategy(baselines, strategy))
         for name, strategy in baseline_policies(baselines).items()
     )
+    sized = sized_baseline_env(env)
+    if sized is not None:
+        records["sized_hold"] = record_strategy(sized, buy_and_hold(sized.core.config))
     trades = {name: trades_from_record(record) for name, record in records.items()}
     metrics = {
         name: compute_metrics(record, trades[name], bars_per_year=core.bars_per_year)

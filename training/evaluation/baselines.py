@@ -12,6 +12,10 @@ baseline's position is held until the baseline itself closes it (or margin liqui
 * `flat`: never trades; equity stays at its start.
 * `moving_average_crossover`: long at 1x while the fast moving average of the closes is above the
   slow one (20 and 50 bars by default), flat otherwise and while the slow one lacks history.
+* `sized_hold`, only for an agent sized by `env.volatility_target`: buy-and-hold's action sized as
+  the agent's positions are, ``min(1, target / vol_t)`` of equity, resized when the scale moves
+  the position outside the agent's `resize_band` (`sized_baseline_env`). It shows what the
+  sizing earns without a policy.
 
 No baseline carries a stop. Before, `buy_and_hold` held the agent's widest stop and bought again
 after each one; that is a stop rule of its own, not buying and holding, and was dropped.
@@ -52,6 +56,22 @@ def baseline_env(env: TradingEnv) -> TradingEnv:
     return TradingEnv(
         core.market,
         baseline_config(core.config),
+        bars=range(core.first_bar, core.end_bar + 1),
+        random_start=False,
+        episode_length=None,
+    )
+
+
+def sized_baseline_env(env: TradingEnv) -> TradingEnv | None:
+    """An env like `baseline_env` that keeps the agent's volatility sizing, for `sized_hold`;
+    None when `env` has no `volatility_target`."""
+    core = env.core
+    target = core.config.volatility_target
+    if target is None:
+        return None
+    return TradingEnv(
+        core.market,
+        dataclasses.replace(baseline_config(core.config), volatility_target=target),
         bars=range(core.first_bar, core.end_bar + 1),
         random_start=False,
         episode_length=None,
