@@ -111,11 +111,12 @@ def compute_features(
 
 
 def volatility_scale(
-    market: MarketData, norm_window: int, bars_per_year: float, target: float | None
+    market: MarketData, norm_window: int, bars_per_year: float | None, target: float | None
 ) -> np.ndarray:
     """The share of each bar's leverage level a position decided there is sized to, [T] float64
     in (0, 1]: ``min(1, target / (vol_t * sqrt(bars_per_year)))``, vol_t as in `compute_features`
-    over `norm_window` bars (so causal); all ones when `target` is None.
+    over `norm_window` bars (so causal); all ones when `target` is None. `bars_per_year`: as in
+    `compute_features` (None: the bars per year observed in `market`).
 
     Volatility targeting (Moreira and Muir 2017, "Volatility-managed portfolios"): growth-optimal
     leverage falls with the variance, so an exposure scaled by a volatility budget de-levers in
@@ -126,6 +127,8 @@ def volatility_scale(
     """
     if target is None:
         return np.ones(len(market))
+    if bars_per_year is None:
+        bars_per_year = market.bars_per_year()
     volatility = _rolling_rms(_log_moves(market)[:, 0], norm_window)  # [T]
     return np.minimum(1.0, target / (volatility * np.sqrt(bars_per_year)))
 

@@ -1,7 +1,9 @@
 """ONNX export: parity with torch on real held-out data, pruned and variant trunks, the CLI and
 the README's onnxruntime-only example."""
 
+import dataclasses
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +39,7 @@ import json
 import numpy as np
 import onnxruntime as ort
 
-from envs.features import compute_features
+from envs.features import compute_features, volatility_scale
 from envs.market_data import load_market_data, time_labels
 
 session = ort.InferenceSession("agent.onnx")
@@ -52,10 +54,14 @@ account = np.zeros((1, len(meta["account_features"])), np.float32)  # a flat acc
 heads = ("direction", "leverage", "risk")
 logits = session.run(list(heads), {"market": market, "account": account})  # 3 x [1, levels]
 order = {h: meta[f"{h}_levels"][int(np.argmax(x[0]))] for h, x in zip(heads, logits, strict=True)}
+scale = volatility_scale(  # [T]: the share of its level a position decided on a bar buys
+    bars, meta["volatility_target_window"], meta["bars_per_year"], meta["volatility_target"]
+)[-1]
+risk = "no stop" if order["risk"] is None else f"risk {order['risk']:.0%}"
 when = time_labels(bars.timestamps[-1:])[0]
 print(
     f"{when} close -> next open: {order['direction']}, "
-    f"leverage {order['leverage']:g}x, risk {order['risk']:.0%}"
+    f"leverage {order['leverage']:g}x sized to {order['leverage'] * scale:.3g}x, {risk}"
 )
 """
 
@@ -204,10 +210,16 @@ def test_cli_parity_failure_is_one_line_and_writes_nothing(
     assert not out.exists()
 
 
-def test_readme_example_decides_the_order_with_onnxruntime_alone(smoke, tmp_path):
+@pytest.mark.parametrize("volatility_target", [None, 0.05])
+def test_readme_example_decides_the_order_with_onnxruntime_alone(
+    smoke, tmp_path, volatility_target
+):
+    """Also for an agent sized by a volatility budget: the example sizes the level as the
+    env does at that bar (`TradingCore.scale`)."""
     policy, cfg, _ = smoke
+    env_config = dataclasses.replace(cfg.env, volatility_target=volatility_target)
     model = tmp_path / "agent.onnx"
-    model.write_bytes(export_policy(policy, cfg.env, adjust=cfg.data.adjust))
+    model.write_bytes(export_policy(policy, env_config, adjust=cfg.data.adjust))
     probe = "\nimport sys\nprint(sorted({'torch', 'envs.batched_env'} & set(sys.modules)))\n"
     code = README_EXAMPLE.replace('"agent.onnx"', repr(str(model))) + probe
     result = subprocess.run(
@@ -216,16 +228,19 @@ def test_readme_example_decides_the_order_with_onnxruntime_alone(smoke, tmp_path
     assert result.returncode == 0, result.stderr
     order_line, loaded = result.stdout.strip().splitlines()
 
-    core = TradingCore(load_run_market(cfg), cfg.env)
+    core = TradingCore(load_run_market(cfg), env_config)
     last = len(core.market) - 1
     obs = {
         "market": core.market_windows(np.array([last])),
         "account": np.zeros((1, len(ACCOUNT_FEATURES)), np.float32),
     }
     action = core.action_names(policy.predict(obs, deterministic=True)[0][0])
+    sized = action["leverage"] * core.scale[last]
+    assert (sized < action["leverage"]) == (volatility_target is not None)
+    risk = "no stop" if math.isinf(action["risk"]) else f"risk {action['risk']:.0%}"
     expected = (
         f"2018-08-29 close -> next open: {action['direction']}, "
-        f"leverage {action['leverage']:g}x, risk {action['risk']:.0%}"
+        f"leverage {action['leverage']:g}x sized to {sized:.3g}x, {risk}"
     )
     assert order_line == expected
     assert loaded == "[]"
