@@ -50,12 +50,16 @@ def baseline_config(config: EnvConfig) -> EnvConfig:
     )
 
 
-def baseline_env(env: TradingEnv) -> TradingEnv:
-    """An env over `env`'s market and bars, as one episode, under `baseline_config`."""
+def baseline_env(env: TradingEnv, *, sized: bool = False) -> TradingEnv:
+    """An env over `env`'s market and bars, as one episode, under `baseline_config`; with `sized`,
+    keeping the agent's `volatility_target` (`sized_baseline_env`)."""
     core = env.core
+    config = baseline_config(core.config)
+    if sized:
+        config = dataclasses.replace(config, volatility_target=core.config.volatility_target)
     return TradingEnv(
         core.market,
-        baseline_config(core.config),
+        config,
         bars=range(core.first_bar, core.end_bar + 1),
         random_start=False,
         episode_length=None,
@@ -63,19 +67,9 @@ def baseline_env(env: TradingEnv) -> TradingEnv:
 
 
 def sized_baseline_env(env: TradingEnv) -> TradingEnv | None:
-    """An env like `baseline_env` that keeps the agent's volatility sizing, for `sized_hold`;
-    None when `env` has no `volatility_target`."""
-    core = env.core
-    target = core.config.volatility_target
-    if target is None:
-        return None
-    return TradingEnv(
-        core.market,
-        dataclasses.replace(baseline_config(core.config), volatility_target=target),
-        bars=range(core.first_bar, core.end_bar + 1),
-        random_start=False,
-        episode_length=None,
-    )
+    """The env of `sized_hold`: `baseline_env` with the agent's volatility sizing; None when
+    `env` has no `volatility_target`."""
+    return None if env.core.config.volatility_target is None else baseline_env(env, sized=True)
 
 
 def _check_levels(config: EnvConfig) -> None:
