@@ -27,7 +27,9 @@ The yardstick of ../shared/LEARNING.md, in one run:
    unseen series of its kind (the same seeds for every run), ``share_fresh``; on the
    `EXPECTED_KINDS` (the crash-free regime kinds) also by expected log growth given the
    exposures held (`envs.synthetic.expectation`: the same share without the price noise),
-   ``share_expected_fresh``.
+   ``share_expected_fresh``. Per run, a table also shows which way its training bars went
+   (`training_bars_growth`) beside the agent's and the estimated ceiling's scores, so that a
+   worst seed the bars themselves mislead can be told from the learner's own.
 2. **Real data** (`--real`): walk-forward on the bundled universe (`training.walkforward`),
    every seed, against the baselines; the agent's Sharpe with its deflated Sharpe ratio, the
    probability that its edge is noise given every configuration tried (`--configs-tried`).
@@ -159,6 +161,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         if run.restart_choice.is_file()
         else 1,
         "average_leverage": _finite(metrics["agent"]["average_leverage"]),
+        "growth_training_bars": training_bars_growth(job.kind, job.seed),
         **estimated,
         **scores,
         **by_state,
@@ -190,6 +193,16 @@ def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
     series = generate(kind, N_TRAIN + N_VALIDATION + N_TAIL, seed)
     n = len(series.market)
     return series, split_calendar([series.market], validation=N_VALIDATION / n, test=N_TAIL / n)
+
+
+def training_bars_growth(kind: str, seed: int) -> float:
+    """Log growth of series `seed` of `kind` over its training bars, first close to last: which
+    way the bars the agent learns from went. A range that fell far teaches any rule that reads
+    the drift from it (the agent, the estimated ceiling) to stand aside; `run_table` shows it
+    beside each run's scores so that a worst seed can be told from a data-limited one."""
+    series, split = synthetic_series(kind, seed)
+    train = split.splits[0].train
+    return math.log(series.market.close[train.stop - 1] / series.market.close[train.start])
 
 
 def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
@@ -582,6 +595,38 @@ def exposure_table(results: Sequence[dict[str, Any]]) -> str:
     return _table(headers, rows)
 
 
+def run_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per run: which way its training bars went (`training_bars_growth`), the agent's and the
+    estimated ceiling's log growth over buy-and-hold on the tail, and their shares of the fair
+    ceiling's edge on fresh series (nan where there is no edge, as on a random walk)."""
+    columns = (
+        ("growth_training_bars", "{:+.2f}"),
+        ("excess_growth", "{:+.3f}"),
+        ("excess_growth_estimated", "{:+.3f}"),
+        ("share_fresh", "{:+.2f}"),
+        ("share_estimated_fresh", "{:+.2f}"),
+    )
+    rows = [
+        [r["kind"], str(r["seed"]), *(_cell(r.get(key, math.nan), f) for key, f in columns)]
+        for r in results
+    ]
+    headers = [
+        "series",
+        "seed",
+        "training bars: g_bh",
+        "g_agent - g_bh",
+        "g_est - g_bh",
+        "share, fresh",
+        "est. ceiling share, fresh",
+    ]
+    return _table(headers, rows)
+
+
+def _cell(value: float, spec: str) -> str:
+    """`value` formatted by `spec`, or "nan" (never "+nan") where it is missing."""
+    return "nan" if math.isnan(value) else spec.format(value)
+
+
 def probe_table(results: Sequence[dict[str, Any]]) -> str:
     """Per run on a `VOLATILITY_KINDS` series: the heads' answer to the volatility level alone
     (`volatility_probe`)."""
@@ -801,6 +846,7 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     env_config = load_config(Path(result["run"]) / "config.yaml", []).env
     edge = result["growth_ceiling"] - hold
     return {
+        "growth_training_bars": training_bars_growth(kind, seed),
         **estimated_on_own_tail(kind, seed, env_config, hold, edge),
         **score_trained_agent(kind, seed, Path(result["run"]), n_fresh),
     }
@@ -816,6 +862,9 @@ def write_and_print(report: dict[str, Any], path: Path) -> int:
         took = f" ({report['seconds']:.0f} s in all)" if "seconds" in report else ""
         print(f"\nsynthetic series, median / worst over seeds{took}:")
         print(synthetic_table(results))
+        print("\nper run: which way its training bars went, and what the agent and the estimated")
+        print("ceiling made of them (tail: g - g_bh; fresh series: share of the ceiling's edge):")
+        print(run_table(results))
         print(
             "\nheld exposure and chosen leverage by hidden state (trend: 0 down, 1 up; "
             "volatility and turbulence: 0 calm, 1 turbulent; crash: 0 calm, 1 fragile):"

@@ -3,10 +3,12 @@ the estimated ceiling on its tail and on fresh series, and probes the heads' use
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,6 +103,10 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
         assert 0.0 <= volatility[f"probe_flat_state{k}"] <= 1.0
     assert "probe_leverage_state0" not in result  # trend: no volatility levels to probe
     assert "volatility probe" in done.stdout
+    # Which way the training bars went, for each run: series 0's own, in the per-run table.
+    learning = learning_module()
+    assert result["growth_training_bars"] == learning.training_bars_growth("trend_regimes", 0)
+    assert "training bars: g_bh" in done.stdout
 
 
 def learning_module():
@@ -127,3 +133,25 @@ def test_a_shorter_run_keeps_the_configs_validation_schedule(tmp_path: Path, cap
     assert learning.main(wrong) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("benchmarks/learning.py: ") and "train.eval_start" in line
+
+
+def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
+    learning = learning_module()
+    series, split = learning.synthetic_series("trend_regimes", 16)
+    train, validation = split.splits[0].train, split.splits[0].validation
+    close = series.market.close  # [7000] training, validation, tail in that order
+    growth = learning.training_bars_growth("trend_regimes", 16)
+    # First to last close of the training bars: the sum of their close-to-close log returns.
+    assert growth == pytest.approx(np.diff(np.log(close[train.start : train.stop])).sum())
+    assert train.stop <= validation.start  # nothing after the training bars is read
+    assert growth < -1.5  # the trend series whose training bars fell by 86% (RESULTS, C57)
+    fresh = {"share_fresh": 0.72, "share_estimated_fresh": math.nan}  # no estimated ceiling
+    runs = [
+        {"kind": "trend_regimes", "seed": 16, "growth_training_bars": growth, **fresh},
+        {"kind": "random_walk", "seed": 3},  # an older report: none of the figures
+    ]
+    header, _, trend, walk = learning.run_table(runs).splitlines()
+    assert "training bars: g_bh" in header
+    assert trend.split()[:4] == ["trend_regimes", "16", f"{growth:+.2f}", "nan"]
+    assert trend.split()[-2:] == ["+0.72", "nan"]
+    assert walk.split()[2:] == ["nan"] * 5
