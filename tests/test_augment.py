@@ -86,6 +86,25 @@ def test_a_resampled_path_reads_nothing_outside_its_range(googl, method):
     np.testing.assert_array_equal(one.close, again.close)  # seeded: the same path
 
 
+@pytest.mark.parametrize("method", ["permutation", "bootstrap"])
+def test_a_detrended_path_ends_at_its_start_and_keeps_every_bars_shape(googl, method):
+    bars = range(200, 1200)  # GOOGL roughly doubled over these bars
+    plain, flat = (
+        resampled_path(googl, bars, 50, np.random.default_rng(4), method, detrend=d)
+        for d in (False, True)
+    )
+    growth = np.log(plain.close[-1] / plain.close[0])  # the drift the plain copy shows
+    assert abs(growth) > 0.3
+    np.testing.assert_allclose(flat.close[-1], flat.close[0], rtol=1e-12)  # no drift left
+    assert flat.open[0] == plain.open[0] and flat.close[0] == plain.close[0]
+    # Each bar's high, low and close over its open are the plain copy's: shapes are kept...
+    np.testing.assert_allclose(bar_shapes(flat)[:, 1:], bar_shapes(plain)[:, 1:], rtol=1e-12)
+    # ...and each gap gives up the same share of the drift: g / (n - 1) a bar.
+    gaps = np.log(bar_shapes(flat)[:, 0] / bar_shapes(plain)[:, 0])  # [n - 1]
+    np.testing.assert_allclose(gaps, -growth / (len(bars) - 1), rtol=1e-9)
+    np.testing.assert_array_equal(flat.volume, plain.volume)
+
+
 def test_noise_is_added_to_the_market_window_only(data_dir):
     path = data_dir / "gymanytrading_GOOGL_daily.csv"
     config = EnvConfig(window=16, episode_length=32)
@@ -132,3 +151,19 @@ def test_training_adds_the_resampled_paths_and_says_so(tmp_path, capsys, monkeyp
     assert "and 2 resampled path(s) of each training range" in capsys.readouterr().out
     (sources,) = built  # the training core: the real range, then its two copies
     assert len(sources) == 3 and sources[1] == sources[2] == f"{sources[0]} (resampled)"
+
+
+def test_training_detrends_its_copies_when_asked(tmp_path, capsys, monkeypatch):
+    asked = []
+    resample = session.resampled_path
+
+    def spy(market, bars, block, rng, method, *, detrend=False):
+        asked.append(detrend)
+        return resample(market, bars, block, rng, method, detrend=detrend)
+
+    monkeypatch.setattr(session, "resampled_path", spy)
+    args = ["--config", "configs/smoke.yaml", "--run-dir", str(tmp_path / "run")]
+    overrides = ["--set", "train.resampled_paths=2", "--set", "train.resample_detrend=true"]
+    assert train.main([*args, *overrides]) == 0
+    assert asked == [True, True]
+    assert "permutation, drift taken out (" in capsys.readouterr().out

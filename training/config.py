@@ -245,6 +245,7 @@ class TrainConfig:
     resampled_paths: int = 0  # copies of each training range in reordered blocks, trained on too
     resample_block: int = 128  # bars per block of those copies (structure shorter than it survives)
     resample_method: ResampleMethod = "permutation"  # the range's blocks shuffled, or "bootstrap"
+    resample_detrend: bool = False  # copies with their drift taken out: each ends at its start
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()

@@ -131,8 +131,10 @@ def train(
     if cfg.train.resampled_paths:
         print(
             f"  and {cfg.train.resampled_paths} resampled path(s) of each training range: blocks "
-            f"of {cfg.train.resample_block} bars, {cfg.train.resample_method} "
-            "(train.resampled_paths, train.resample_block, train.resample_method)"
+            f"of {cfg.train.resample_block} bars, {cfg.train.resample_method}"
+            f"{', drift taken out' if cfg.train.resample_detrend else ''} "
+            "(train.resampled_paths, train.resample_block, train.resample_method"
+            f"{', train.resample_detrend' if cfg.train.resample_detrend else ''})"
         )
     if not resume:
         save_config(cfg, run.config)

@@ -56,6 +56,8 @@ def resampled_path(
     block: int,
     rng: np.random.Generator,
     method: ResampleMethod,
+    *,
+    detrend: bool = False,
 ) -> MarketData:
     """A new path as long as `bars`, made of blocks of `block` consecutive bars of `bars` in the
     order `block_order` draws with `method`.
@@ -66,6 +68,12 @@ def resampled_path(
     is put after the new path's previous close. Volumes come along. Timestamps are the range's
     own: the copy trades on the same calendar. With "permutation" every bar of the range is
     used once, so the copy's last close is the range's own: the drift it shows is the range's.
+
+    With `detrend`, bar k's four prices are also multiplied by ``exp(-g k / (n - 1))``, g the
+    copy's log growth first close to last: the copy ends at its first close, every bar keeps its
+    shape, and the gaps take the drift out. The drift one path happened to show is then not
+    learned as the market's, while what a block holds (a trend spell against its neighbours,
+    a stretch reverting) survives.
     """
     segment = market.slice(bars.start, bars.stop)
     n = len(segment)
@@ -79,14 +87,17 @@ def resampled_path(
     )  # [n]
     new_open = np.exp(log_close[:-1] + gaps)  # [n - 1]
     scale = new_open / o[picked]  # [n - 1] each source bar's prices times this
+    # [n] bar k's prices times this: 1, or exp(-g k / (n - 1)) to take the drift g out
+    drift_out = np.exp(-(log_close[-1] - log_close[0]) * np.arange(n) / (n - 1)) if detrend else 1.0
+    o_new = np.concatenate([[o[0]], new_open]) * drift_out  # [n]
     return MarketData(
         source=f"{segment.source} (resampled)",
         ticker=segment.ticker,
         timestamps=segment.timestamps,
-        open=np.concatenate([[o[0]], new_open]),
-        high=np.concatenate([[h[0]], h[picked] * scale]),
-        low=np.concatenate([[lo[0]], lo[picked] * scale]),
-        close=np.concatenate([[c[0]], c[picked] * scale]),
+        open=o_new,
+        high=np.concatenate([[h[0]], h[picked] * scale]) * drift_out,
+        low=np.concatenate([[lo[0]], lo[picked] * scale]) * drift_out,
+        close=np.concatenate([[c[0]], c[picked] * scale]) * drift_out,
         volume=np.concatenate([[segment.volume[0]], segment.volume[picked]]),
     )
 

@@ -90,8 +90,9 @@ def fit(
     if cfg.train.resampled_paths:  # more paths of the same bars (`resampled_path`)
         rng = np.random.default_rng(cfg.train.seed)
         block, method = cfg.train.resample_block, cfg.train.resample_method
+        detrend = cfg.train.resample_detrend
         copies = [
-            (resampled_path(market, bars, block, rng, method), range(len(bars)))
+            (resampled_path(market, bars, block, rng, method, detrend=detrend), range(len(bars)))
             for _ in range(cfg.train.resampled_paths)
             for market, bars in ranges
         ]
