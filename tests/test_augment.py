@@ -89,9 +89,9 @@ def test_a_resampled_path_reads_nothing_outside_its_range(googl, method):
 @pytest.mark.parametrize("method", ["permutation", "bootstrap"])
 def test_a_detrended_path_ends_at_its_start_and_keeps_every_bars_shape(googl, method):
     bars = range(200, 1200)  # GOOGL roughly doubled over these bars
-    plain, flat = (
+    plain, half, flat = (
         resampled_path(googl, bars, 50, np.random.default_rng(4), method, detrend=d)
-        for d in (False, True)
+        for d in (0.0, 0.5, 1.0)
     )
     growth = np.log(plain.close[-1] / plain.close[0])  # the drift the plain copy shows
     assert abs(growth) > 0.3
@@ -103,6 +103,10 @@ def test_a_detrended_path_ends_at_its_start_and_keeps_every_bars_shape(googl, me
     gaps = np.log(bar_shapes(flat)[:, 0] / bar_shapes(plain)[:, 0])  # [n - 1]
     np.testing.assert_allclose(gaps, -growth / (len(bars) - 1), rtol=1e-9)
     np.testing.assert_array_equal(flat.volume, plain.volume)
+    # Half the share, half the drift: the copy ends halfway, in log price.
+    np.testing.assert_allclose(np.log(half.close[-1] / half.close[0]), growth / 2, rtol=1e-9)
+    with pytest.raises(ValueError, match=r"detrend must be a share of the drift, 0 to 1, got 1\.5"):
+        resampled_path(googl, bars, 50, np.random.default_rng(4), method, detrend=1.5)
 
 
 def test_noise_is_added_to_the_market_window_only(data_dir):
@@ -157,13 +161,13 @@ def test_training_detrends_its_copies_when_asked(tmp_path, capsys, monkeypatch):
     asked = []
     resample = session.resampled_path
 
-    def spy(market, bars, block, rng, method, *, detrend=False):
+    def spy(market, bars, block, rng, method, *, detrend=0.0):
         asked.append(detrend)
         return resample(market, bars, block, rng, method, detrend=detrend)
 
     monkeypatch.setattr(session, "resampled_path", spy)
     args = ["--config", "configs/smoke.yaml", "--run-dir", str(tmp_path / "run")]
-    overrides = ["--set", "train.resampled_paths=2", "--set", "train.resample_detrend=true"]
+    overrides = ["--set", "train.resampled_paths=2", "--set", "train.resample_detrend=0.5"]
     assert train.main([*args, *overrides]) == 0
-    assert asked == [True, True]
-    assert "permutation, drift taken out (" in capsys.readouterr().out
+    assert asked == [0.5, 0.5]
+    assert "permutation, 50% of the drift taken out (" in capsys.readouterr().out

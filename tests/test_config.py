@@ -59,7 +59,7 @@ def test_shipped_values() -> None:
     assert default.train.total_timesteps == 150_000 and default.ppo.gamma == 0.5
     assert default.ppo.learning_rate == 1e-4 and default.train.feature_noise == 0.0
     assert (default.train.resampled_paths, default.train.resample_block) == (3, 128)
-    assert default.train.resample_method == "permutation"
+    assert default.train.resample_method == "permutation" and default.train.resample_detrend == 0
     assert (default.train.eval_every, default.train.eval_start) == (15_000, 60_000)
     assert default.train.restarts == 1
     assert (default.env.resize_band, default.env.turnover_penalty) == (0.25, 0.001)
@@ -211,6 +211,11 @@ def test_dataclass_own_validation_becomes_config_error(tmp_path: Path) -> None:
     assert load_config(None, ["env.volatility_target=0.2"]).env.volatility_target == 0.2
     message = error(None, overrides=("env.volatility_target_window=1",))
     assert message == "--set: env.volatility_target_window: expected an integer >= 2, got 1"
+    message = error(None, overrides=("train.resample_detrend=1.5",))
+    assert (
+        message == "--set: train.resample_detrend: expected a share of the drift, 0 to 1, got 1.5"
+    )
+    assert load_config(None, ["train.resample_detrend=1"]).train.resample_detrend == 1.0
     message = error(None, overrides=("policy.hold_prior=-1",))
     assert message == "--set: policy.hold_prior: expected a number >= 0, got -1.0"
     path = write(tmp_path, "env:\n  maintenance_margin: 0.3\n")

@@ -245,7 +245,7 @@ class TrainConfig:
     resampled_paths: int = 0  # copies of each training range in reordered blocks, trained on too
     resample_block: int = 128  # bars per block of those copies (structure shorter than it survives)
     resample_method: ResampleMethod = "permutation"  # the range's blocks shuffled, or "bootstrap"
-    resample_detrend: bool = False  # copies with their drift taken out: each ends at its start
+    resample_detrend: float = 0.0  # share of each copy's drift taken out (1: it ends at its start)
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
@@ -272,6 +272,11 @@ class TrainConfig:
                 ("feature_noise", self.feature_noise >= 0, "a number >= 0"),
                 ("resampled_paths", self.resampled_paths >= 0, "an integer >= 0"),
                 ("resample_block", self.resample_block >= 1, "an integer >= 1"),
+                (
+                    "resample_detrend",
+                    0.0 <= self.resample_detrend <= 1.0,
+                    "a share of the drift, 0 to 1",
+                ),
                 ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
                 (
                     "name",

@@ -129,12 +129,13 @@ def train(
         f"{data.describe()}"
     )
     if cfg.train.resampled_paths:
+        share = cfg.train.resample_detrend
+        detrended = f", {share:.0%} of the drift taken out" if share else ""
         print(
             f"  and {cfg.train.resampled_paths} resampled path(s) of each training range: blocks "
             f"of {cfg.train.resample_block} bars, {cfg.train.resample_method}"
-            f"{', drift taken out' if cfg.train.resample_detrend else ''} "
-            "(train.resampled_paths, train.resample_block, train.resample_method"
-            f"{', train.resample_detrend' if cfg.train.resample_detrend else ''})"
+            f"{detrended} (train.resampled_paths, train.resample_block, train.resample_method"
+            f"{', train.resample_detrend' if detrended else ''})"
         )
     if not resume:
         save_config(cfg, run.config)

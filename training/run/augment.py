@@ -57,7 +57,7 @@ def resampled_path(
     rng: np.random.Generator,
     method: ResampleMethod,
     *,
-    detrend: bool = False,
+    detrend: float = 0.0,
 ) -> MarketData:
     """A new path as long as `bars`, made of blocks of `block` consecutive bars of `bars` in the
     order `block_order` draws with `method`.
@@ -69,11 +69,11 @@ def resampled_path(
     own: the copy trades on the same calendar. With "permutation" every bar of the range is
     used once, so the copy's last close is the range's own: the drift it shows is the range's.
 
-    With `detrend`, bar k's four prices are also multiplied by ``exp(-g k / (n - 1))``, g the
-    copy's log growth first close to last: the copy ends at its first close, every bar keeps its
-    shape, and the gaps take the drift out. The drift one path happened to show is then not
-    learned as the market's, while what a block holds (a trend spell against its neighbours,
-    a stretch reverting) survives.
+    `detrend` (0 to 1) takes that share of the copy's drift out: bar k's four prices are also
+    multiplied by ``exp(-detrend * g * k / (n - 1))``, g the copy's log growth first close to
+    last, so with 1 the copy ends at its first close. Every bar keeps its shape and the gaps give
+    the drift up. The drift one path happened to show then weighs less as the market's, while
+    what a block holds (a trend spell against its neighbours, a stretch reverting) survives.
     """
     segment = market.slice(bars.start, bars.stop)
     n = len(segment)
@@ -87,8 +87,10 @@ def resampled_path(
     )  # [n]
     new_open = np.exp(log_close[:-1] + gaps)  # [n - 1]
     scale = new_open / o[picked]  # [n - 1] each source bar's prices times this
-    # [n] bar k's prices times this: 1, or exp(-g k / (n - 1)) to take the drift g out
-    drift_out = np.exp(-(log_close[-1] - log_close[0]) * np.arange(n) / (n - 1)) if detrend else 1.0
+    if not 0.0 <= detrend <= 1.0:
+        raise ValueError(f"detrend must be a share of the drift, 0 to 1, got {detrend}")
+    growth = log_close[-1] - log_close[0]  # the copy's drift, first close to last
+    drift_out = np.exp(-detrend * growth * np.arange(n) / (n - 1))  # [n] bar k's prices times this
     o_new = np.concatenate([[o[0]], new_open]) * drift_out  # [n]
     return MarketData(
         source=f"{segment.source} (resampled)",
