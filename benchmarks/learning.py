@@ -161,7 +161,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         if run.restart_choice.is_file()
         else 1,
         "average_leverage": _finite(metrics["agent"]["average_leverage"]),
-        "growth_training_bars": training_bars_growth(job.kind, job.seed),
+        "growth_training_bars": training_bars_growth(series.market, splits.train),
         **estimated,
         **scores,
         **by_state,
@@ -195,14 +195,12 @@ def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
     return series, split_calendar([series.market], validation=N_VALIDATION / n, test=N_TAIL / n)
 
 
-def training_bars_growth(kind: str, seed: int) -> float:
-    """Log growth of series `seed` of `kind` over its training bars, first close to last: which
-    way the bars the agent learns from went. A range that fell far teaches any rule that reads
-    the drift from it (the agent, the estimated ceiling) to stand aside; `run_table` shows it
-    beside each run's scores so that a worst seed can be told from a data-limited one."""
-    series, split = synthetic_series(kind, seed)
-    train = split.splits[0].train
-    return math.log(series.market.close[train.stop - 1] / series.market.close[train.start])
+def training_bars_growth(market: Any, train: range) -> float:
+    """Log growth of `market` over its training bars `train`, first close to last: which way the
+    bars the agent learns from went. A range that fell far teaches any rule that reads the drift
+    from it (the agent, the estimated ceiling) to stand aside; `run_table` shows it beside each
+    run's scores so that a worst seed can be told from a data-limited one."""
+    return math.log(market.close[train.stop - 1] / market.close[train.start])
 
 
 def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
@@ -845,8 +843,9 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     kind, seed, hold = result["kind"], result["seed"], result["growth_buy_and_hold"]
     env_config = load_config(Path(result["run"]) / "config.yaml", []).env
     edge = result["growth_ceiling"] - hold
+    series, split = synthetic_series(kind, seed)
     return {
-        "growth_training_bars": training_bars_growth(kind, seed),
+        "growth_training_bars": training_bars_growth(series.market, split.splits[0].train),
         **estimated_on_own_tail(kind, seed, env_config, hold, edge),
         **score_trained_agent(kind, seed, Path(result["run"]), n_fresh),
     }

@@ -105,7 +105,9 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
     assert "volatility probe" in done.stdout
     # Which way the training bars went, for each run: series 0's own, in the per-run table.
     learning = learning_module()
-    assert result["growth_training_bars"] == learning.training_bars_growth("trend_regimes", 0)
+    series, split = learning.synthetic_series("trend_regimes", 0)
+    growth = learning.training_bars_growth(series.market, split.splits[0].train)
+    assert result["growth_training_bars"] == growth
     assert "training bars: g_bh" in done.stdout
 
 
@@ -140,7 +142,7 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
     series, split = learning.synthetic_series("trend_regimes", 16)
     train, validation = split.splits[0].train, split.splits[0].validation
     close = series.market.close  # [7000] training, validation, tail in that order
-    growth = learning.training_bars_growth("trend_regimes", 16)
+    growth = learning.training_bars_growth(series.market, train)
     # First to last close of the training bars: the sum of their close-to-close log returns.
     assert growth == pytest.approx(np.diff(np.log(close[train.start : train.stop])).sum())
     assert train.stop <= validation.start  # nothing after the training bars is read

@@ -129,13 +129,14 @@ def train(
         f"{data.describe()}"
     )
     if cfg.train.resampled_paths:
-        share = cfg.train.resample_detrend
-        detrended = f", {share:.0%} of the drift taken out" if share else ""
+        how = str(cfg.train.resample_method)
+        keys = "train.resampled_paths, train.resample_block, train.resample_method"
+        if cfg.train.resample_detrend:
+            how += f", {cfg.train.resample_detrend:.0%} of the drift taken out"
+            keys += ", train.resample_detrend"
         print(
             f"  and {cfg.train.resampled_paths} resampled path(s) of each training range: blocks "
-            f"of {cfg.train.resample_block} bars, {cfg.train.resample_method}"
-            f"{detrended} (train.resampled_paths, train.resample_block, train.resample_method"
-            f"{', train.resample_detrend' if detrended else ''})"
+            f"of {cfg.train.resample_block} bars, {how} ({keys})"
         )
     if not resume:
         save_config(cfg, run.config)

@@ -75,6 +75,8 @@ def resampled_path(
     the drift up. The drift one path happened to show then weighs less as the market's, while
     what a block holds (a trend spell against its neighbours, a stretch reverting) survives.
     """
+    if not 0.0 <= detrend <= 1.0:
+        raise ValueError(f"detrend must be a share of the drift, 0 to 1, got {detrend}")
     segment = market.slice(bars.start, bars.stop)
     n = len(segment)
     picked = block_order(n, block, method, rng)  # [n - 1] source bar of each new bar 1..n-1
@@ -87,16 +89,13 @@ def resampled_path(
     )  # [n]
     new_open = np.exp(log_close[:-1] + gaps)  # [n - 1]
     scale = new_open / o[picked]  # [n - 1] each source bar's prices times this
-    if not 0.0 <= detrend <= 1.0:
-        raise ValueError(f"detrend must be a share of the drift, 0 to 1, got {detrend}")
     growth = log_close[-1] - log_close[0]  # the copy's drift, first close to last
     drift_out = np.exp(-detrend * growth * np.arange(n) / (n - 1))  # [n] bar k's prices times this
-    o_new = np.concatenate([[o[0]], new_open]) * drift_out  # [n]
     return MarketData(
         source=f"{segment.source} (resampled)",
         ticker=segment.ticker,
         timestamps=segment.timestamps,
-        open=o_new,
+        open=np.concatenate([[o[0]], new_open]) * drift_out,
         high=np.concatenate([[h[0]], h[picked] * scale]) * drift_out,
         low=np.concatenate([[lo[0]], lo[picked] * scale]) * drift_out,
         close=np.concatenate([[c[0]], c[picked] * scale]) * drift_out,
