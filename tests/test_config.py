@@ -216,6 +216,9 @@ def test_dataclass_own_validation_becomes_config_error(tmp_path: Path) -> None:
         message == "--set: train.resample_detrend: expected a share of the drift, 0 to 1, got 1.5"
     )
     assert load_config(None, ["train.resample_detrend=1"]).train.resample_detrend == 1.0
+    message = error(None, overrides=("ppo.learning_rate_end=-1",))
+    assert message == "--set: ppo.learning_rate_end: expected a number >= 0 or null, got -1.0"
+    assert load_config(None, ["ppo.learning_rate_end=1e-5"]).ppo.learning_rate_end == 1e-5
     message = error(None, overrides=("policy.hold_prior=-1",))
     assert message == "--set: policy.hold_prior: expected a number >= 0, got -1.0"
     path = write(tmp_path, "env:\n  maintenance_margin: 0.3\n")

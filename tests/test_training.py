@@ -239,3 +239,20 @@ def test_a_hold_prior_starts_the_policy_at_buy_and_hold(tmp_path: Path) -> None:
         heads = model.policy.head_distributions(env.reset()).heads()
         for (name, dist), level in zip(heads.items(), cfg.env.hold_action, strict=True):
             assert dist.probs[0, level].item() == pytest.approx(lean, abs=5e-3), name
+
+
+def test_a_learning_rate_end_makes_the_step_size_fall_linearly(tmp_path: Path) -> None:
+    """With `ppo.learning_rate_end` the step size falls linearly from `ppo.learning_rate` at the
+    first step to it at the last (SB3 counts progress in timesteps); without, it is constant."""
+    sets = ["ppo.n_envs=1", "ppo.n_steps=8", "ppo.batch_size=8", "ppo.n_epochs=1"]
+    sets += ["ppo.learning_rate=3e-4", "policy.device=cpu", "env.window=8"]
+    for end, halfway, last in ((None, 3e-4, 3e-4), (1e-4, 2e-4, 1e-4)):
+        cfg = load_config(None, [*sets, f"ppo.learning_rate_end={'null' if end is None else end}"])
+        env = DummyVecEnv([lambda cfg=cfg: TradingEnv(GOOGL, cfg.env)])
+        model = build_model(cfg, env, RunDir(tmp_path / f"end{end}"))
+        assert model.lr_schedule(1.0) == pytest.approx(3e-4)
+        assert model.lr_schedule(0.5) == pytest.approx(halfway)
+        assert model.lr_schedule(0.0) == pytest.approx(last)
+        model.learn(16)  # two rollouts of 8: the last update comes with none of the run left
+        (group,) = model.policy.optimizer.param_groups
+        assert group["lr"] == pytest.approx(last)

@@ -155,7 +155,8 @@ class PPOConfig:
     n_steps: int = 128  # steps per account per rollout (a rollout is n_envs * n_steps steps)
     batch_size: int = 256  # minibatch size; must divide n_envs * n_steps
     n_epochs: int = 4  # passes over each rollout
-    learning_rate: float = 3e-4  # Adam step size (constant)
+    learning_rate: float = 3e-4  # Adam step size (at the start, if learning_rate_end is set)
+    learning_rate_end: float | None = None  # step size at the end, reached linearly; None: constant
     gamma: float = 0.99  # discount factor per bar
     gae_lambda: float = 0.95  # GAE lambda: bias (0) versus variance (1) of the advantages
     clip_range: float = 0.2  # PPO clip on the probability ratio of the joint action
@@ -187,6 +188,11 @@ class PPOConfig:
                 ),
                 ("n_epochs", self.n_epochs >= 1, "an integer >= 1"),
                 ("learning_rate", self.learning_rate > 0, "a positive number"),
+                (
+                    "learning_rate_end",
+                    self.learning_rate_end is None or self.learning_rate_end >= 0,
+                    "a number >= 0 or null",
+                ),
                 ("gamma", 0 < self.gamma <= 1, "a number in (0, 1]"),
                 ("gae_lambda", 0 <= self.gae_lambda <= 1, "a number in [0, 1]"),
                 ("clip_range", self.clip_range > 0, "a positive number"),

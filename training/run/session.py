@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-from stable_baselines3.common.utils import set_random_seed
+from stable_baselines3.common.utils import LinearSchedule, set_random_seed
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
 from agent import MultiHeadPolicy, policy_of
@@ -40,10 +40,17 @@ def prepare_torch(cfg: RunConfig) -> None:
 
 def ppo_arguments(cfg: RunConfig) -> dict[str, Any]:
     """The keyword arguments of SB3's `PPO` that `cfg.ppo` sets: every field but those that shape
-    the env (`n_envs`, the number of accounts; `normalize_reward`, a wrapper `fit` adds)."""
+    the env (`n_envs`, the number of accounts; `normalize_reward`, a wrapper `fit` adds).
+
+    With `ppo.learning_rate_end` set, `learning_rate` is SB3's `LinearSchedule` from
+    `learning_rate` at the first step to `learning_rate_end` at `train.total_timesteps` (SB3
+    counts progress against the run's total, so a resumed run carries on where it stopped)."""
     ppo = dataclasses.asdict(cfg.ppo)
     ppo.pop("n_envs")
     ppo.pop("normalize_reward")
+    end = ppo.pop("learning_rate_end")
+    if end is not None:
+        ppo["learning_rate"] = LinearSchedule(cfg.ppo.learning_rate, end, end_fraction=1.0)
     return ppo
 
 
