@@ -46,8 +46,8 @@ def test_a_resampled_path_is_made_of_blocks_of_the_ranges_own_bars(googl, method
     assert len(bars) // 50 - 1 <= len(runs) <= len(bars) // 50  # 20 or 21 blocks, 999 bars
     assert not np.array_equal(where, np.arange(999))  # the order is new
     assert path.open[0] == googl.open[200] and path.close[0] == googl.close[200]
-    assert np.all(path.high >= np.maximum(path.open, path.close) * (1 - 1e-12))
-    assert np.all(path.low <= np.minimum(path.open, path.close) * (1 + 1e-12))
+    assert np.all(path.high >= np.maximum(path.open, path.close))  # exactly: one scale a bar
+    assert np.all(path.low <= np.minimum(path.open, path.close))
 
 
 def test_a_permuted_path_uses_every_bar_once_and_ends_where_the_range_ends(googl):
@@ -103,6 +103,9 @@ def test_a_detrended_path_ends_at_its_start_and_keeps_every_bars_shape(googl, me
     gaps = np.log(bar_shapes(flat)[:, 0] / bar_shapes(plain)[:, 0])  # [n - 1]
     np.testing.assert_allclose(gaps, -growth / (len(bars) - 1), rtol=1e-9)
     np.testing.assert_array_equal(flat.volume, plain.volume)
+    for path in (plain, half, flat):  # one factor scales a bar's four prices: wicks hold exactly
+        assert np.all(path.high >= np.maximum(path.open, path.close))
+        assert np.all(path.low <= np.minimum(path.open, path.close))
     # Half the share, half the drift: the copy ends halfway, in log price.
     np.testing.assert_allclose(np.log(half.close[-1] / half.close[0]), growth / 2, rtol=1e-9)
     with pytest.raises(ValueError, match=r"detrend must be a share of the drift, 0 to 1, got 1\.5"):

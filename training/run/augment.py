@@ -65,7 +65,9 @@ def resampled_path(
     Only bars inside `bars` are read, so a training range's copy holds nothing from after it.
     The first bar is the range's own first bar; every later bar keeps its gap from the previous
     close and its high, low and close relative to its open (so its wick and body are real), and
-    is put after the new path's previous close. Volumes come along. Timestamps are the range's
+    is put after the new path's previous close. Each bar's four prices are scaled by one factor,
+    so high >= max(open, close) and low <= min(open, close) hold exactly, as in the source bar.
+    Volumes come along. Timestamps are the range's
     own: the copy trades on the same calendar. With "permutation" every bar of the range is
     used once, so the copy's last close is the range's own: the drift it shows is the range's.
 
@@ -87,15 +89,14 @@ def resampled_path(
     log_close = np.log(c[0]) + np.concatenate(
         [[0.0], np.cumsum(gaps + np.log(c[picked] / o[picked]))]
     )  # [n]
-    new_open = np.exp(log_close[:-1] + gaps)  # [n - 1]
-    scale = new_open / o[picked]  # [n - 1] each source bar's prices times this
+    scale = np.exp(log_close[:-1] + gaps) / o[picked]  # [n - 1] each source bar's prices times this
     growth = log_close[-1] - log_close[0]  # the copy's drift, first close to last
     drift_out = np.exp(-detrend * growth * np.arange(n) / (n - 1))  # [n] bar k's prices times this
     return MarketData(
         source=f"{segment.source} (resampled)",
         ticker=segment.ticker,
         timestamps=segment.timestamps,
-        open=np.concatenate([[o[0]], new_open]) * drift_out,
+        open=np.concatenate([[o[0]], o[picked] * scale]) * drift_out,
         high=np.concatenate([[h[0]], h[picked] * scale]) * drift_out,
         low=np.concatenate([[lo[0]], lo[picked] * scale]) * drift_out,
         close=np.concatenate([[c[0]], c[picked] * scale]) * drift_out,
