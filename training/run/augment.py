@@ -67,9 +67,9 @@ def resampled_path(
     close and its high, low and close relative to its open (so its wick and body are real), and
     is put after the new path's previous close. Each bar's four prices are scaled by one factor,
     so high >= max(open, close) and low <= min(open, close) hold exactly, as in the source bar.
-    Volumes come along. Timestamps are the range's
-    own: the copy trades on the same calendar. With "permutation" every bar of the range is
-    used once, so the copy's last close is the range's own: the drift it shows is the range's.
+    Volumes come along. Timestamps are the range's own: the copy trades on the same calendar.
+    With "permutation" every bar of the range is used once, so the copy's last close is the
+    range's own: the drift it shows is the range's.
 
     `detrend` (0 to 1) takes that share of the copy's drift out: bar k's four prices are also
     multiplied by ``exp(-detrend * g * k / (n - 1))``, g the copy's log growth first close to
