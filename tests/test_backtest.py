@@ -25,8 +25,11 @@ from training.backtest import main
 from training.config import load_config, save_config
 from training.evaluation import fast_inference
 from training.evaluation.backtest import (
+    BacktestResult,
     backtest,
+    format_comparison,
     format_next_order,
+    holding_note,
     in_sample,
     record_strategy,
     with_baselines,
@@ -527,3 +530,37 @@ def assert_one_line_error(code: int, err: str, message: str) -> None:
     assert code == 2, err
     assert message in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def agent_result(positions: list[float]) -> BacktestResult:
+    """A backtest whose agent closes bars 1.. in `positions` (row 0 is the flat start)."""
+    record = pd.DataFrame({"position": [0.0, *positions]})
+    return BacktestResult({"agent": record}, {}, {}, None, 252.0)
+
+
+def test_a_note_says_when_the_agent_held_rather_than_timed():
+    sharpes = {"agent": {"sharpe": 1.28}, "buy_and_hold": {"sharpe": 1.16}}
+    sized = {**sharpes, "sized_hold": {"sharpe": 1.31}}
+    held = agent_result([5.0] * 200)
+    assert holding_note([held], sized) == (
+        "the agent was long at 100% of the closes: it held the market rather than timed it; "
+        "Sharpe 1.28 against sized_hold's 1.31 (buy-and-hold sized by the same volatility budget)"
+    )
+    assert holding_note([held], sharpes).endswith("Sharpe 1.28 against buy_and_hold's 1.16")
+    # Pooled over instruments: 200 + 98 long closes of 300 is 99%.
+    pooled = [held, agent_result([0.0, 0.0, *[3.0] * 98])]
+    assert holding_note(pooled, sized).startswith("the agent was long at 99% of the closes")
+    short = agent_result([-2.0] * 100)
+    assert holding_note([short], sized).startswith("the agent was short at 100% of the closes")
+    flat = agent_result([0.0] * 199 + [1.0])
+    assert holding_note([flat], sized) == (
+        "the agent held a position at 0% of the closes: it stood aside, "
+        "and its figures are nearly flat's"
+    )
+    timed = agent_result([1.0, 0.0] * 100)  # long half the time: it timed the market
+    assert holding_note([timed], sized) is None
+    assert holding_note([agent_result([1.0] * 97 + [0.0] * 3)], sized) is None  # 97% long
+    table = format_comparison([timed], sized)
+    assert table.splitlines()[0].split() == ["metric", "agent", "buy_and_hold", "sized_hold"]
+    assert "held the market" not in table
+    assert format_comparison([held], sized).splitlines()[-1] == holding_note([held], sized)

@@ -36,12 +36,12 @@ from training.evaluation.backtest import (
     backtest,
     default_title,
     evaluation_env,
+    format_comparison,
     format_next_order,
     in_sample,
     select_bars,
     write_report,
 )
-from training.evaluation.metrics import format_metrics_table
 from training.run.folder import ModelError, RunDir, load_model
 
 
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{loaded.path} on {market!r}, decisions at bars {core.first_bar}..{core.end_bar - 1}")
     if seen is not None:
         print(seen.warning(), file=sys.stderr)
-    print(format_metrics_table(result.metrics))
+    print(format_comparison([result], result.metrics))
     print(f"\n{format_next_order(result)}")
     print(f"\nreport: {out}")
     return 0

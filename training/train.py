@@ -26,8 +26,7 @@ from training.config import (
     resolve_config,
     save_config,
 )
-from training.evaluation.backtest import backtest, evaluation_env
-from training.evaluation.metrics import format_metrics_table
+from training.evaluation.backtest import backtest, evaluation_env, format_comparison
 from training.evaluation.portfolio import (
     combined_metrics,
     describe_span,
@@ -152,7 +151,7 @@ def train(
         return _outputs(run, None, cfg.train.restarts)
     report = write_reports(results, run.report, f"{run.root.name} on the test split")
     print(f"\nbacktest of the test split ({describe_span(results)}), agent vs baselines:")
-    print(format_metrics_table(combined_metrics(results)))
+    print(format_comparison(results.values(), combined_metrics(results)))
     if len(results) > 1:
         print(f"\neach instrument (the table above combines their accounts):\n"
               f"{instruments_table(results)}")  # fmt: skip

@@ -43,8 +43,7 @@ from training.config import (
     resolve_config,
     save_config,
 )
-from training.evaluation.backtest import BacktestResult
-from training.evaluation.metrics import format_metrics_table
+from training.evaluation.backtest import BacktestResult, format_comparison
 from training.evaluation.portfolio import (
     combined_metrics,
     format_next_orders,
@@ -143,7 +142,7 @@ def walk_forward(
     significance = edge_significance(list(results.values()), configs_tried)
     print(f"\nout of sample: {len(results)} instrument(s), each one account through the "
           f"{folds} test segments; {', '.join(results)} combined:")  # fmt: skip
-    print(format_metrics_table(combined))
+    print(format_comparison(results.values(), combined))
     if len(results) > 1:
         print(f"\n{instruments_table(results)}")
     print(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,13 +39,21 @@ from training.evaluation.baselines import (
     sized_baseline_env,
 )
 from training.evaluation.fast_inference import FastPolicy
-from training.evaluation.metrics import compute_metrics, record_metrics, trades_from_record
+from training.evaluation.metrics import (
+    compute_metrics,
+    format_metrics_table,
+    record_metrics,
+    trades_from_record,
+)
 from training.evaluation.next_order import NextOrder, decide_next_order
 from training.evaluation.report import AGENT, render_report
 from training.evaluation.rollout import record_episode
 from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.data import recorded_splits
 from training.run.folder import RunDir
+
+SIZED_HOLD = "sized_hold"  # the baseline that holds long at the env's volatility budget
+HELD_SHARE = 0.99  # one side (or none) at this share of the closes: the agent held, not timed
 
 
 class BacktestError(ValueError):
@@ -149,13 +158,59 @@ def with_baselines(
     )
     sized = sized_baseline_env(env)
     if sized is not None:
-        records["sized_hold"] = record_strategy(sized, buy_and_hold(sized.core.config))
+        records[SIZED_HOLD] = record_strategy(sized, buy_and_hold(sized.core.config))
     trades = {name: trades_from_record(record) for name, record in records.items()}
     metrics = {
         name: compute_metrics(record, trades[name], bars_per_year=core.bars_per_year)
         for name, record in records.items()
     }
     return BacktestResult(records, trades, metrics, next_order, core.bars_per_year)
+
+
+def holding_note(
+    results: Iterable[BacktestResult], metrics: Mapping[str, Mapping[str, float]]
+) -> str | None:
+    """One line for under a metrics table when the agent did not time the market, else None.
+
+    That is when, at the close of at least `HELD_SHARE` of the bars of all `results` (one per
+    instrument), the agent held one side (long, or short) or no position. Its figures are then
+    mostly the market's, or flat's, whatever they show. For a held side the line sets the
+    agent's Sharpe in `metrics` (strategy -> metrics, as `BacktestResult.metrics`) beside that of
+    the baseline that holds the same way: `SIZED_HOLD` where the env sizes by a volatility
+    budget, else buy_and_hold.
+    """
+    position = np.concatenate(
+        [result.records[AGENT]["position"].to_numpy()[1:] for result in results]
+    )  # [bars] the agent's signed position at each close; row 0 is the start, not a close
+    if len(position) == 0:
+        return None
+    long, short = float(np.mean(position > 0)), float(np.mean(position < 0))
+    if 1.0 - long - short >= HELD_SHARE:
+        return (
+            f"the agent held a position at {long + short:.0%} of the closes: it stood aside, "
+            "and its figures are nearly flat's"
+        )
+    held = "long" if long >= HELD_SHARE else "short" if short >= HELD_SHARE else None
+    if held is None:
+        return None
+    baseline = SIZED_HOLD if SIZED_HOLD in metrics else "buy_and_hold"
+    how = " (buy-and-hold sized by the same volatility budget)" if baseline == SIZED_HOLD else ""
+    return (
+        f"the agent was {held} at {max(long, short):.0%} of the closes: it held the market rather "
+        f"than timed it; Sharpe {metrics[AGENT]['sharpe']:.2f} against {baseline}'s "
+        f"{metrics[baseline]['sharpe']:.2f}{how}"
+    )
+
+
+def format_comparison(
+    results: Iterable[BacktestResult], metrics: dict[str, dict[str, float]]
+) -> str:
+    """`metrics` (strategy -> metrics of `results`, one instrument's or combined) as
+    `format_metrics_table` renders them, with `holding_note`'s line under the table when the agent
+    did not time the market."""
+    note = holding_note(results, metrics)
+    table = format_metrics_table(metrics)
+    return table if note is None else f"{table}\n{note}"
 
 
 def format_next_order(result: BacktestResult) -> str:
