@@ -12,7 +12,9 @@ through a `TradingEnv` over the same market, bars and costs, whose only levels a
 record, `training.evaluation.rollout.RECORD_COLUMNS`, plus each baseline's equity), `trades.csv`
 (the agent's round trips), `report.png` (`training.evaluation.report`) and `next_order.json`
 (`training.evaluation.next_order`: the agent's order for the open after the last bar, null when
-its account was liquidated). `select_bars` and `in_sample` serve the command line
+its account was liquidated). `format_comparison` renders the metrics table for the terminal,
+with `holding_note`'s line when the agent held one side (or none) throughout rather than timed
+the market. `select_bars` and `in_sample` serve the command line
 (`python -m training.backtest`); their mistakes are `BacktestError`s of one line.
 """
 
