@@ -135,7 +135,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
 
     agent, hold = growth("agent"), growth("buy_and_hold")
     edge = references["ceiling"] - hold
-    estimated = estimated_on_own_tail(job.kind, job.seed, cfg.env, hold, edge)
+    estimated = estimated_on_own_tail(job.kind, job.seed, series, tail, cfg.env, hold, edge)
     scores = score_trained_agent(job.kind, job.seed, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
     chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
@@ -321,14 +321,14 @@ def _record_growths(
 
 
 def estimated_on_own_tail(
-    kind: str, seed: int, env_config: Any, hold: float, edge: float
+    kind: str, seed: int, series: Any, tail: range, env_config: Any, hold: float, edge: float
 ) -> dict[str, Any]:
-    """The estimated ceiling of series `seed` of `kind` on that series' own tail, where
-    buy-and-hold grew `hold` and the fair ceiling `hold + edge`; {} outside `ESTIMATED_KINDS`."""
+    """The estimated ceiling of `series` (series `seed` of `kind`, as `synthetic_series` gives
+    it) on its own `tail`, where buy-and-hold grew `hold` and the fair ceiling `hold + edge`;
+    {} outside `ESTIMATED_KINDS`."""
     if kind not in ESTIMATED_KINDS:
         return {}
-    series, split = synthetic_series(kind, seed)
-    g_estimated = estimated_run(kind, seed, series, split.splits[0].test, env_config).log_growth
+    g_estimated = estimated_run(kind, seed, series, tail, env_config).log_growth
     fitted = estimated_rule(kind, seed, env_config)[0]
     return {
         "growth_estimated": g_estimated,
@@ -844,9 +844,10 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     env_config = load_config(Path(result["run"]) / "config.yaml", []).env
     edge = result["growth_ceiling"] - hold
     series, split = synthetic_series(kind, seed)
+    splits = split.splits[0]
     return {
-        "growth_training_bars": training_bars_growth(series.market, split.splits[0].train),
-        **estimated_on_own_tail(kind, seed, env_config, hold, edge),
+        "growth_training_bars": training_bars_growth(series.market, splits.train),
+        **estimated_on_own_tail(kind, seed, series, splits.test, env_config, hold, edge),
         **score_trained_agent(kind, seed, Path(result["run"]), n_fresh),
     }
 
