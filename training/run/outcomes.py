@@ -87,8 +87,9 @@ class DirectionOutcomes(BaseCallback):
             obs = {
                 key: th.as_tensor(value[batch], device=policy.device) for key, value in flat.items()
             }
-            probs = policy.head_distributions(obs).heads()["direction"].probs  # [b, D]
-            loss = -self.weight * (probs * q[batch]).sum(dim=1).mean()
+            logits = policy.head_distributions(obs).heads()["direction"].logits  # [b, D]
+            target = th.softmax(q[batch], dim=1)  # [b, D] the levels weighted by what they paid
+            loss = -self.weight * (target * th.log_softmax(logits, dim=1)).sum(dim=1).mean()
             policy.optimizer.zero_grad()
             loss.backward()
             th.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
