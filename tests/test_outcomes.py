@@ -11,7 +11,7 @@ from envs import BatchedTradingEnv
 from envs import execution as ex
 from training.config import load_config
 from training.run.folder import RunDir
-from training.run.outcomes import DirectionOutcomes
+from training.run.outcomes import DirectionOutcomes, outcome_loss
 from training.run.session import build_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,3 +74,19 @@ def test_the_loss_moves_each_state_towards_the_level_that_paid_more(tmp_path):
     assert outcomes._pending is None
     with pytest.raises(ValueError, match="weight must be > 0"):
         DirectionOutcomes(0.0, batch_size=16, seed=0)
+
+
+def test_the_loss_gradient_stays_large_for_a_level_the_head_has_ruled_out():
+    """At logits that put 0.998 on long, the gradient on flat's logit where flat paid is its
+    probability less its target share, not scaled down by the probability (as the expected
+    policy gradient's would be: tried first, C75 in benchmarks/RESULTS.md)."""
+    logits = torch.tensor([[-3.0, -3.0, 6.0]], requires_grad=True)  # short, flat, long
+    q = torch.tensor([[-1.0, 2.0, -1.0]])  # flat paid
+    outcome_loss(logits, q).backward()
+    target = torch.softmax(q, dim=1)
+    probs = torch.softmax(logits.detach(), dim=1)
+    assert probs[0, 1] < 0.002
+    torch.testing.assert_close(logits.grad, probs - target)
+    assert logits.grad[0, 1] < -0.9  # flat's logit is pushed up at nearly full strength
+    expected_gradient = -(probs[0, 1] * (q[0, 1] - (probs * q).sum()))  # d(-sum pi q)/d flat
+    assert abs(expected_gradient) < 0.01

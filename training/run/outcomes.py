@@ -7,12 +7,15 @@ outcome of the levels not taken is known: the market's next bars do not depend o
 the env can step every level from the same state (`TradingCore.direction_rewards`).
 
 `DirectionOutcomes` uses them: after each PPO update it takes one pass over the previous rollout
-with the loss ``-weight * mean_s sum_d pi(d | s) q(s, d)``, q the reward each level d paid on
-that step, centred across the levels and scaled by its spread over the rollout (an all-action,
-or expected, policy gradient with the one-step rewards as the critic). It moves each state's
-probability towards the level whose step paid more, with as much evidence about the levels the
-policy rarely takes as about the one it takes. The rewards are one step's: what a level changes
-later (the position it leaves for the next decision) is left to PPO.
+with the loss ``-weight * mean_s sum_d p(d | s) log pi(d | s)``, a cross-entropy towards
+``p(. | s) = softmax(q(s, .))``, q the reward each level d paid on that step, centred across the
+levels and scaled to unit spread over the rollout. Each state's probabilities move towards the
+levels that paid more on it, with as much evidence about the levels the policy rarely takes as
+about the one it takes. Unlike the expected policy gradient ``sum_d pi(d | s) q(s, d)``, whose
+gradient for a level vanishes with its probability (tried first: C75, which collapsed like PPO),
+the cross-entropy's does not, so a head that has settled on long still learns where flat paid.
+The rewards are one step's: what a level changes later (the position it leaves for the next
+decision) is left to PPO.
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agent import policy_of
+
+
+def outcome_loss(logits: th.Tensor, q: th.Tensor) -> th.Tensor:
+    """The cross-entropy of direction `logits` [B, D] towards ``softmax(q)`` [B, D] per state,
+    averaged over the B states (module doc). Its gradient for a level's logit is its probability
+    less its target share: it stays large for a level the head has all but ruled out."""
+    target = th.softmax(q, dim=1)  # [B, D] the levels weighted by what they paid
+    return -(target * th.log_softmax(logits, dim=1)).sum(dim=1).mean()
 
 
 class DirectionOutcomes(BaseCallback):
@@ -88,8 +99,7 @@ class DirectionOutcomes(BaseCallback):
                 key: th.as_tensor(value[batch], device=policy.device) for key, value in flat.items()
             }
             logits = policy.head_distributions(obs).heads()["direction"].logits  # [b, D]
-            target = th.softmax(q[batch], dim=1)  # [b, D] the levels weighted by what they paid
-            loss = -self.weight * (target * th.log_softmax(logits, dim=1)).sum(dim=1).mean()
+            loss = self.weight * outcome_loss(logits, q[batch])
             policy.optimizer.zero_grad()
             loss.backward()
             th.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
