@@ -37,6 +37,10 @@ class BatchedTradingEnv(VecEnv):
 
     `data` is what `TradingEnv` takes, or a ready `TradingCore` (alone: it carries its config and
     ranges), such as `TradingCore.stacked` over several instruments for training on all of them.
+
+    With `direction_rewards=True` each step also computes `direction_rewards` [N, D] before it
+    moves: the reward every direction level would have paid (`TradingCore.direction_rewards`),
+    for a learner that uses the outcome of the actions it did not take.
     """
 
     def __init__(
@@ -48,6 +52,7 @@ class BatchedTradingEnv(VecEnv):
         bars: range | None = None,
         ticker: str | None = None,
         adjust: bool = False,
+        direction_rewards: bool = False,
         **config_overrides: Any,
     ) -> None:
         if isinstance(data, TradingCore):  # built by the caller, e.g. `TradingCore.stacked`
@@ -64,6 +69,9 @@ class BatchedTradingEnv(VecEnv):
         self._accounts = Accounts.zeros(n_envs)
         self._rngs = [seeding.np_random(None)[0] for _ in range(n_envs)]
         self._final: tuple[np.ndarray, np.ndarray] | None = None  # see `step_wait`
+        self._with_direction_rewards = direction_rewards
+        # [N, D] what each direction level would have paid in the last step (zeros until then)
+        self.direction_rewards = np.zeros((n_envs, len(self.core.sides)))
 
     def reset(self) -> VecEnvObs:
         """Reset every account, re-seeding those given a seed through `seed()`."""
@@ -83,6 +91,8 @@ class BatchedTradingEnv(VecEnv):
     def step_wait(self) -> VecEnvStepReturn:
         """Step all accounts; reset the finished ones; return (obs, rewards, dones, infos)."""
         accounts, core = self._accounts, self.core
+        if self._with_direction_rewards:
+            self.direction_rewards = core.direction_rewards(accounts)
         core.step(accounts)
         rewards = accounts.out[:, ex.REWARD].astype(np.float32)
         dones = (accounts.out[:, ex.TERMINATED] + accounts.out[:, ex.TRUNCATED]) > 0

@@ -284,6 +284,22 @@ class TradingCore:
             True,
         )
 
+    def direction_rewards(self, accounts: Accounts) -> np.ndarray:
+        """[N, D] float64: the reward each account's next step would pay with each of the D
+        direction levels, its leverage and risk actions and its state as they are.
+
+        The market's bars do not depend on an account's order, so the outcome of every choice is
+        known: each level is stepped (`step`) on a copy of the accounts, which are left as they
+        are. Column d of the sampled level is the reward the real step pays.
+        """
+        rewards = np.empty((len(accounts.bars), len(self.sides)))  # [N, D]
+        for level in range(len(self.sides)):
+            trial = Accounts(*(array.copy() for array in dataclasses.astuple(accounts)))
+            trial.actions[:, 0] = level
+            self.step(trial)
+            rewards[:, level] = trial.out[:, ex.REWARD]
+        return rewards
+
     def observation(self, accounts: Accounts, i: int) -> dict[str, np.ndarray]:
         """Account i's observation at its current bar, as fresh arrays (callers may keep it)."""
         return {

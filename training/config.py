@@ -252,6 +252,7 @@ class TrainConfig:
     resample_block: int = 128  # bars per block of those copies (structure shorter than it survives)
     resample_method: ResampleMethod = "permutation"  # the range's blocks shuffled, or "bootstrap"
     resample_detrend: float = 0.0  # share of each copy's drift taken out (1: it ends at its start)
+    direction_outcomes: float = 0.0  # weight of the every-direction loss (run/outcomes.py); 0: off
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
@@ -283,6 +284,7 @@ class TrainConfig:
                     0.0 <= self.resample_detrend <= 1.0,
                     "a share of the drift, 0 to 1",
                 ),
+                ("direction_outcomes", self.direction_outcomes >= 0, "a number >= 0"),
                 ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
                 (
                     "name",

@@ -27,6 +27,7 @@ from training.run.augment import FeatureNoise, resampled_path
 from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 from training.run.interrupt import remembered_ctrl_c
+from training.run.outcomes import DirectionOutcomes
 
 TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, continued on resume
 
@@ -104,7 +105,10 @@ def fit(
             for market, bars in ranges
         ]
         ranges = [*ranges, *copies]
-    env = BatchedTradingEnv(TradingCore.stacked(ranges, cfg.env), n_envs=cfg.ppo.n_envs)
+    outcomes = cfg.train.direction_outcomes
+    env = BatchedTradingEnv(
+        TradingCore.stacked(ranges, cfg.env), n_envs=cfg.ppo.n_envs, direction_rewards=outcomes > 0
+    )
     env.seed(cfg.train.seed)
     monitored: VecEnv = VecMonitor(env)
     if cfg.train.feature_noise > 0:
@@ -117,7 +121,9 @@ def fit(
         print(f"resuming from {checkpoint} at {model.num_timesteps:,} timesteps")
     remaining = cfg.train.total_timesteps - model.num_timesteps
     if remaining > 0:
-        monitors = [InterruptCheck(), HeadMonitor(cfg.env), TradingMonitor()]
+        monitors: list[BaseCallback] = [InterruptCheck(), HeadMonitor(cfg.env), TradingMonitor()]
+        if outcomes > 0:  # the direction head also learns from the levels it did not take
+            monitors.append(DirectionOutcomes(outcomes, cfg.ppo.batch_size, cfg.train.seed))
         with remembered_ctrl_c():  # a Ctrl-C a library swallows still stops training
             model.learn(
                 remaining,
