@@ -160,6 +160,10 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "restart_kept": json.loads(run.restart_choice.read_text())["kept"]
         if run.restart_choice.is_file()
         else 1,
+        # With train.challenger: "incumbent" or "challenger", the one the run kept.
+        "contender_kept": json.loads(run.contest.read_text())["kept"]
+        if run.contest.is_file()
+        else None,
         "average_leverage": _finite(metrics["agent"]["average_leverage"]),
         "growth_training_bars": training_bars_growth(series.market, splits.train),
         **estimated,

@@ -253,6 +253,8 @@ class TrainConfig:
     resample_method: ResampleMethod = "permutation"  # the range's blocks shuffled, or "bootstrap"
     resample_detrend: float = 0.0  # share of each copy's drift taken out (1: it ends at its start)
     direction_outcomes: float = 0.0  # weight of the every-direction loss (run/outcomes.py); 0: off
+    challenger: tuple[str, ...] = ()  # KEY=VALUE overrides of a second training (run/challenger.py)
+    challenger_margin: float = 1.5  # standard errors of a validation Sharpe it must win by
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
@@ -285,6 +287,12 @@ class TrainConfig:
                     "a share of the drift, 0 to 1",
                 ),
                 ("direction_outcomes", self.direction_outcomes >= 0, "a number >= 0"),
+                ("challenger_margin", self.challenger_margin >= 0, "a number >= 0"),
+                (
+                    "challenger",
+                    not self.challenger or self.restarts == 1,
+                    "no challenger with train.restarts > 1 (set one or the other)",
+                ),
                 ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
                 (
                     "name",
@@ -471,21 +479,22 @@ def _read_yaml(path: Path, label: str) -> dict[str, Any]:
     return raw
 
 
-def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> None:
-    """Write one `section.key=value` override into `raw`; record the keys it introduced."""
+def _apply_override(
+    raw: dict[str, Any], item: str, origins: dict[str, str], source: str = _OVERRIDE_SOURCE
+) -> None:
+    """Write one `section.key=value` override into `raw`; record the keys it introduced.
+    `source` names where the override came from in error messages."""
     key, sep, text = item.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ConfigError(
-            f"{_OVERRIDE_SOURCE}: expected KEY=VALUE such as ppo.learning_rate=1e-4, got {item!r}"
+            f"{source}: expected KEY=VALUE such as ppo.learning_rate=1e-4, got {item!r}"
         )
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         detail = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(
-            _one_line(f"{_OVERRIDE_SOURCE}: {key}: invalid YAML value: {detail}")
-        ) from None
+        raise ConfigError(_one_line(f"{source}: {key}: invalid YAML value: {detail}")) from None
     parts = key.split(".")
     node = raw
     for depth in range(1, len(parts)):
@@ -493,14 +502,14 @@ def _apply_override(raw: dict[str, Any], item: str, origins: dict[str, str]) -> 
         child = node.get(parts[depth - 1])
         if child is None:
             child = node[parts[depth - 1]] = {}
-            origins.setdefault(section, _OVERRIDE_SOURCE)
+            origins.setdefault(section, source)
         elif not isinstance(child, dict):
             raise ConfigError(
-                f"{_OVERRIDE_SOURCE}: {section}: expected a mapping of keys, got {_show(child)}"
+                f"{source}: {section}: expected a mapping of keys, got {_show(child)}"
             )
         node = child
     node[parts[-1]] = value
-    origins[key] = _OVERRIDE_SOURCE
+    origins[key] = source
 
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> RunConfig:
@@ -521,6 +530,14 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     def where(key: str) -> str:
         return origins.get(key, label)
 
+    cfg = _built(raw, where)
+    if cfg.train.challenger:  # its mistakes are found now, not after the first training
+        challenger_config(cfg, f"{where('train.challenger')}: train.challenger")
+    return cfg
+
+
+def _built(raw: Mapping[str, Any], where: Callable[[str], str]) -> RunConfig:
+    """The run config of mapping `raw`, every mistake a `ConfigError` naming `where(key)`."""
     try:
         cfg = _build(RunConfig, raw, "", where, list(_dotted_keys(RunConfig)))
         _check("trunk", cfg.trunk, cfg.trunk.problems())  # its shape and variant fields
@@ -530,6 +547,32 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         message = _one_line(str(exc))
         raise ConfigError(f"{where(message.split(':', 1)[0])}: {message}") from None
     return cfg
+
+
+CHALLENGER_SECTIONS = ("ppo", "policy", "trunk", "train")  # what a challenger may change
+_CONTEST_KEYS = ("train.challenger", "train.challenger_margin", "train.restarts", "train.run_dir")
+
+
+def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunConfig:
+    """The config of `cfg`'s challenger (`training.run.challenger`): `cfg` with the overrides
+    in `train.challenger` applied in order, and no challenger of its own.
+
+    Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
+    (`train.challenger`, `train.challenger_margin`, `train.restarts`, `train.run_dir`): both
+    trainings read the same data through the same env and are compared on the same validation
+    bars. Raises `ConfigError`, one line naming `source`, on any mistake in the overrides.
+    """
+    raw = config_to_dict(cfg)
+    raw["train"]["challenger"] = []
+    for item in cfg.train.challenger:
+        key = item.partition("=")[0].strip()
+        if key.split(".", 1)[0] not in CHALLENGER_SECTIONS or key in _CONTEST_KEYS:
+            raise ConfigError(
+                f"{source}: {item!r}: a challenger changes only {', '.join(CHALLENGER_SECTIONS)} "
+                f"keys, other than {', '.join(_CONTEST_KEYS)}"
+            )
+        _apply_override(raw, item, {}, source)
+    return _built(raw, lambda key: source)
 
 
 def _plain(value: Any) -> Any:

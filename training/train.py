@@ -47,9 +47,17 @@ from training.run.callbacks import (
     ValidationCallback,
     flatten,
 )
+from training.run.challenger import (
+    CONTENDERS,
+    contender_configs,
+    format_contest,
+    keep_better_contender,
+    log_contest,
+)
 from training.run.data import RunData, instrument_name, with_bars_per_year
 from training.run.folder import ModelError, RunDir, load_model, save_model_atomic
 from training.run.restarts import (
+    RestartState,
     format_restarts,
     keep_best_restart,
     log_restarts,
@@ -117,6 +125,11 @@ def train(
             f"and no instrument has {MIN_EVALUATION_STEPS} decisions of validation bars "
             "(data.validation)"
         )
+    if cfg.train.challenger and not validation_envs:
+        raise ConfigError(
+            "train.challenger: the challenger is chosen on validation, and no instrument has "
+            f"{MIN_EVALUATION_STEPS} decisions of validation bars (data.validation)"
+        )
     interval = cfg.env.decision_interval
     steps = f"{cfg.train.total_timesteps:,} timesteps"
     if interval > 1:
@@ -148,7 +161,7 @@ def train(
     print(f"\n{generalization_summary(read_validation_history(run))}")
     if not results:
         print("no instrument has enough test bars: no test backtest")
-        return _outputs(run, None, cfg.train.restarts)
+        return _outputs(run, None, cfg)
     report = write_reports(results, run.report, f"{run.root.name} on the test split")
     print(f"\nbacktest of the test split ({describe_span(results)}), agent vs baselines:")
     print(format_comparison(results.values(), combined_metrics(results)))
@@ -156,7 +169,7 @@ def train(
         print(f"\neach instrument (the table above combines their accounts):\n"
               f"{instruments_table(results)}")  # fmt: skip
     print(f"\n{format_next_orders(results)}")
-    return _outputs(run, report, cfg.train.restarts)
+    return _outputs(run, report, cfg)
 
 
 def learn(
@@ -170,9 +183,21 @@ def learn(
     kept), continued from the newest checkpoint on `resume`; the final model saved.
 
     With `train.restarts` > 1, that many such runs from different seeds, each in its own folder,
-    and the one that validates best kept as the run's model (`training.run.restarts`); on
-    `resume`, finished restarts are kept and the others continue from their newest checkpoint.
+    and the one that validates best kept as the run's model (`training.run.restarts`); with
+    `train.challenger`, an incumbent and a challenger trained so, and the challenger kept only
+    when it validates better by the margin (`training.run.challenger`). On `resume`, finished
+    ones are kept and the others continue from their newest checkpoint.
     """
+    if cfg.train.challenger:
+        for name, contender_cfg in contender_configs(cfg, run).items():
+            contender = run.contender(name)
+            state = restart_state(contender, contender_cfg.train.total_timesteps, resume)
+            print(f"\n{name}: {_RESTART_STATES[state]} {contender.root}")
+            _learn_part(contender_cfg, contender, state, run, train_ranges, validation_envs)
+        contest = keep_better_contender(run, cfg.train.challenger_margin)
+        log_contest(run, contest)
+        print(f"\n{format_contest(contest)}")
+        return
     if cfg.train.restarts > 1:
         for number in range(1, cfg.train.restarts + 1):
             restart, restart_cfg = run.restart(number), restart_config(cfg, run, number)
@@ -181,13 +206,7 @@ def learn(
                 f"\nrestart {number}/{cfg.train.restarts}, seed {restart_cfg.train.seed}: "
                 f"{_RESTART_STATES[state]} {restart.root}"
             )
-            if state == "finished":
-                continue
-            if state == "new":
-                save_config(restart_cfg, restart.config)
-                write_bytes_atomic(restart.splits, run.splits.read_bytes())
-            prepare_torch(restart_cfg)
-            learn(restart_cfg, restart, state == "resume", train_ranges, validation_envs)
+            _learn_part(restart_cfg, restart, state, run, train_ranges, validation_envs)
         choice = keep_best_restart(run, cfg.train.restarts, cfg.train.seed)
         log_restarts(run, choice)
         print(f"\n{format_restarts(choice)}")
@@ -207,6 +226,25 @@ def learn(
         validate(model, validation_envs, run)
 
 
+def _learn_part(
+    cfg: RunConfig,
+    part: RunDir,
+    state: RestartState,
+    run: RunDir,
+    train_ranges: list[tuple[MarketData, range]],
+    validation_envs: dict[str, TradingEnv],
+) -> None:
+    """Train (or continue, or leave when `state` is "finished") one restart or contender of
+    `run` in its folder `part`, with its own config `cfg`."""
+    if state == "finished":
+        return
+    if state == "new":
+        save_config(cfg, part.config)
+        write_bytes_atomic(part.splits, run.splits.read_bytes())
+    prepare_torch(cfg)
+    learn(cfg, part, state == "resume", train_ranges, validation_envs)
+
+
 _RESTART_STATES = {
     "new": "training",
     "resume": "continuing from its newest checkpoint",
@@ -215,28 +253,35 @@ _RESTART_STATES = {
 
 
 def checkpoints(run: RunDir, cfg: RunConfig) -> list[Path]:
-    """The newest checkpoint of the run, or of each of its restarts that has one."""
-    runs = (
-        [run]
-        if cfg.train.restarts == 1
-        else [run.restart(n) for n in range(1, cfg.train.restarts + 1)]
-    )
+    """The newest checkpoint of the run, or of each of its restarts or contenders that has one."""
+    if cfg.train.challenger:
+        runs = [run.contender(name) for name in CONTENDERS]
+    elif cfg.train.restarts > 1:
+        runs = [run.restart(n) for n in range(1, cfg.train.restarts + 1)]
+    else:
+        runs = [run]
     return [found for r in runs if (found := r.latest_checkpoint()) is not None]
 
 
-def _outputs(run: RunDir, report: Path | None, restarts: int) -> dict[str, Path]:
-    if restarts == 1:
+def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path]:
+    model = run.best_model if run.best_model.is_file() else run.final_model
+    if cfg.train.challenger:
+        outputs = {
+            "model (the incumbent's, unless the challenger validated better)": model,
+            "incumbent and challenger compared": run.contest,
+            "each one's models and TensorBoard logs": run.root / "<incumbent|challenger>",
+        }
+    elif cfg.train.restarts > 1:
+        outputs = {
+            f"model (best validation Sharpe of {cfg.train.restarts} restarts)": model,
+            "restarts compared": run.restart_choice,
+            "each restart's models and TensorBoard logs": run.root / "restart_<n>",
+        }
+    else:
         outputs = {
             "final model": run.final_model,
             "best model (validation Sharpe)": run.best_model,
             "TensorBoard logs": run.tensorboard,
-        }
-    else:
-        model = run.best_model if run.best_model.is_file() else run.final_model
-        outputs = {
-            f"model (best validation Sharpe of {restarts} restarts)": model,
-            "restarts compared": run.restart_choice,
-            "each restart's models and TensorBoard logs": run.root / "restart_<n>",
         }
     if report is not None:
         outputs["backtest report (test split)"] = report

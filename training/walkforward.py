@@ -127,10 +127,15 @@ def walk_forward(
             ),
             "test": date_span(dates[(dates >= starts[k]) & (dates < end)]),
         }
-        reports.append({"fold": k + 1, **span, "metrics": metrics})
+        report: dict[str, Any] = {"fold": k + 1, **span, "metrics": metrics}
+        kept = ""
+        if fold.contest.is_file():  # train.challenger: which of the two the fold kept
+            report["contender_kept"] = json.loads(fold.contest.read_text())["kept"]
+            kept = f" (kept the {report['contender_kept']})"
+        reports.append(report)
         print(f"\nfold {k + 1}/{folds}: " + ", ".join(
             f"{part} {s['first']} .. {s['last']}" for part, s in span.items()
-        ))  # fmt: skip
+        ) + kept)  # fmt: skip
         if metrics:
             print(fold_table(metrics))
     results: dict[str, BacktestResult] = {}

@@ -46,8 +46,8 @@ LEGACY_SUFFIX = ".zip"  # SB3 zips of earlier versions: found, to be refused by 
 _CHECKPOINT = re.compile(r"checkpoint_(\d+)_steps\.(safetensors|zip)$")
 # What a folder holding a training or walk-forward run has (`run_entries`).
 _RUN_ENTRY = re.compile(
-    r"config\.yaml|validation\.json|walkforward\.json|restarts\.json|checkpoints|tb|report"
-    r"|fold_\d+|restart_\d+|(best|final)_model\.(safetensors|zip)"
+    r"config\.yaml|validation\.json|walkforward\.json|restarts\.json|challenger\.json|checkpoints"
+    r"|tb|report|fold_\d+|restart_\d+|incumbent|challenger|(best|final)_model\.(safetensors|zip)"
 )
 
 
@@ -173,6 +173,17 @@ class RunDir:
         """With `train.restarts` > 1: each restart's seed and best validation pass, and which one
         the run kept, as JSON (`training.run.restarts`)."""
         return self.root / "restarts.json"
+
+    @property
+    def contest(self) -> Path:
+        """With `train.challenger`: both trainings' best validation passes, the margin, and
+        which one the run kept, as JSON (`training.run.challenger`)."""
+        return self.root / "challenger.json"
+
+    def contender(self, name: str) -> RunDir:
+        """The folder of contender `name` ("incumbent" or "challenger") of a run with
+        `train.challenger`: an ordinary run folder of its own."""
+        return RunDir(self.root / name)
 
     def restart(self, number: int) -> RunDir:
         """The folder of restart `number` (from 1) of a run with `train.restarts` > 1: an

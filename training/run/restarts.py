@@ -91,15 +91,20 @@ def keep_best_restart(run: RunDir, restarts: int, seed: int) -> dict[str, Any]:
         })  # fmt: skip
     scored = [row for row in rows if row["best_validation_sharpe"] is not None]
     kept = max(scored, key=lambda row: row["best_validation_sharpe"]) if scored else rows[0]
-    restart = run.restart(kept["restart"])
-    if restart.best_model.is_file():
-        write_bytes_atomic(run.best_model, restart.best_model.read_bytes())
-    else:
-        write_bytes_atomic(run.final_model, restart.final_model.read_bytes())
-    write_json_atomic(run.validation_history, histories[kept["restart"] - 1])
+    adopt(run, run.restart(kept["restart"]), histories[kept["restart"] - 1])
     choice = {"kept": kept["restart"], "restarts": rows}
     write_json_atomic(run.restart_choice, choice)
     return choice
+
+
+def adopt(run: RunDir, source: RunDir, history: list[dict[str, Any]]) -> None:
+    """Make `source`'s model `run`'s, and its validation `history` the run's, so that the run
+    reads like a single one: its best model when it has one, else its final model."""
+    if source.best_model.is_file():
+        write_bytes_atomic(run.best_model, source.best_model.read_bytes())
+    else:
+        write_bytes_atomic(run.final_model, source.final_model.read_bytes())
+    write_json_atomic(run.validation_history, history)
 
 
 def format_restarts(choice: dict[str, Any]) -> str:

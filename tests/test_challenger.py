@@ -1,0 +1,127 @@
+"""`train.challenger`: a second training with other settings, kept only when it validates better
+by the margin."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from training.config import ConfigError, challenger_config, load_config
+from training.run.challenger import keep_better_contender
+from training.run.folder import RunDir, load_model
+from training.train import main
+
+SMOKE = ["--config", "configs/smoke.yaml"]
+CHALLENGE = ["--set", 'train.challenger=["ppo.learning_rate=3e-3", "train.direction_outcomes=1"]']
+
+
+def train(run: Path, *args: str) -> int:
+    return main([*SMOKE, "--run-dir", str(run), *args])
+
+
+@pytest.fixture(scope="module")
+def contested(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("challenger") / "run"
+    assert train(run, *CHALLENGE) == 0
+    return run
+
+
+def test_the_challenger_is_the_config_with_its_overrides_and_nothing_else(contested):
+    incumbent = load_config(contested / "incumbent" / "config.yaml")
+    challenger = load_config(contested / "challenger" / "config.yaml")
+    assert incumbent.train.challenger == () and challenger.train.challenger == ()
+    assert challenger.ppo.learning_rate == 3e-3 and challenger.train.direction_outcomes == 1
+    assert incumbent.ppo.learning_rate != 3e-3 and incumbent.train.direction_outcomes == 0
+    assert incumbent.train.seed == challenger.train.seed
+    assert incumbent.env == challenger.env and incumbent.data == challenger.data
+    for name in ("incumbent", "challenger"):
+        assert load_model(contested / name).num_timesteps in (128, 256)
+        assert (contested / name / "splits.json").read_bytes() == (
+            contested / "splits.json"
+        ).read_bytes()
+
+
+def test_the_run_keeps_what_the_contest_chose_and_records_it(contested):
+    choice = json.loads((contested / "challenger.json").read_text())
+    kept = contested / choice["kept"]
+    model = (
+        "best_model.safetensors"
+        if (kept / "best_model.safetensors").exists()
+        else "final_model.safetensors"
+    )
+    assert (contested / model).read_bytes() == (kept / model).read_bytes()
+    assert (contested / "validation.json").read_text() == (kept / "validation.json").read_text()
+    names = [row["contender"] for row in choice["contenders"]]
+    assert names == ["incumbent", "challenger"] and choice["margin_standard_errors"] == 1.5
+    events = EventAccumulator(str(contested / "tb" / "challenger"))
+    events.Reload()
+    assert {e.value for e in events.Scalars("challenger/kept")} == {1 + names.index(choice["kept"])}
+
+
+def test_a_finished_contest_resumes_without_training_again(contested, capsys):
+    before = (contested / "challenger.json").read_text()
+    assert main(["--resume", str(contested)]) == 0
+    out = capsys.readouterr().out
+    assert "incumbent: trained already" in out and "challenger: trained already" in out
+    assert (contested / "challenger.json").read_text() == before
+
+
+def history(sharpe: float | None, years: float = 4.0) -> list[dict]:
+    return [{"timesteps": 128, "sharpe": sharpe, "years": years}]
+
+
+@pytest.mark.parametrize(
+    ("incumbent", "challenger", "kept"),
+    [
+        (0.5, 1.26, "challenger"),  # 0.76 above: more than 1.5 / sqrt(4) = 0.75
+        (0.5, 1.24, "incumbent"),  # 0.74 above: within the margin
+        (None, 0.76, "challenger"),  # an incumbent that never held a position counts as flat
+        (None, 0.74, "incumbent"),
+        (0.5, None, "incumbent"),  # a challenger without a finite pass is never kept
+    ],
+)
+def test_the_challenger_must_win_by_the_margin(tmp_path, incumbent, challenger, kept):
+    run = RunDir(tmp_path)
+    for name, sharpe in (("incumbent", incumbent), ("challenger", challenger)):
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(history(sharpe)))
+        folder.final_model.write_bytes(name.encode())  # no finite pass saves no best model
+        if sharpe is not None:
+            folder.best_model.write_bytes(f"best {name}".encode())
+    choice = keep_better_contender(run, 1.5)
+    assert choice["kept"] == kept
+    assert choice["sharpe_to_beat"] == pytest.approx((incumbent or 0.0) + 0.75)
+    source = run.contender(kept)
+    if source.best_model.exists():
+        assert run.best_model.read_bytes() == source.best_model.read_bytes()
+    else:
+        assert run.final_model.read_bytes() == source.final_model.read_bytes()
+    assert json.loads(run.contest.read_text()) == choice
+    assert math.isclose(choice["margin_standard_errors"], 1.5)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (['train.challenger=["env.window=8"]'], "a challenger changes only ppo, policy, trunk"),
+        (['train.challenger=["train.restarts=2"]'], "other than train.challenger"),
+        (['train.challenger=["ppo.learning_rat=1"]'], "did you mean 'ppo.learning_rate'"),
+        (['train.challenger=["ppo.learning_rate=abc"]'], "ppo.learning_rate: expected float"),
+        (['train.challenger=["ppo.gamma"]'], "expected KEY=VALUE"),
+        (['train.challenger=["ppo.gamma=0.9"]', "train.restarts=2"], "no challenger with"),
+        (["train.challenger_margin=-1"], "train.challenger_margin: expected a number >= 0"),
+    ],
+)
+def test_a_bad_challenger_is_one_line_naming_the_key(overrides, message):
+    with pytest.raises(ConfigError, match=r"train\.challenger") as error:
+        load_config("configs/smoke.yaml", overrides)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_challenger_config_applies_the_overrides_and_has_no_challenger():
+    cfg = load_config("configs/smoke.yaml", ['train.challenger=["ppo.gamma=0.9"]'])
+    assert challenger_config(cfg).ppo.gamma == 0.9
+    assert challenger_config(cfg).train.challenger == ()
