@@ -59,7 +59,6 @@ def test_the_loss_moves_each_state_towards_the_level_that_paid_more(tmp_path):
     rewards = np.zeros((len(obs["market"]), len(cfg.env.direction_sides)))  # [8, D]
     rewards[:4, 0] = 0.01  # short paid on the first four states
     rewards[4:, 2] = 0.01  # long on the others
-    outcomes._pending = (obs, rewards)
 
     def probs() -> np.ndarray:
         with torch.no_grad():
@@ -67,7 +66,7 @@ def test_the_loss_moves_each_state_towards_the_level_that_paid_more(tmp_path):
 
     start = probs()
     for _ in range(20):
-        outcomes._pending = (obs, rewards)
+        outcomes._pending, outcomes._rewards = obs, rewards
         outcomes._on_rollout_start()
     end = probs()
     assert (end[:4, 0] > start[:4, 0] + 0.05).all() and (end[4:, 2] > start[4:, 2] + 0.05).all()
@@ -82,8 +81,8 @@ def test_the_loss_gradient_stays_large_for_a_level_the_head_has_ruled_out():
     policy gradient's would be: tried first, C75 in benchmarks/RESULTS.md)."""
     logits = torch.tensor([[-3.0, -3.0, 6.0]], requires_grad=True)  # short, flat, long
     q = torch.tensor([[-1.0, 2.0, -1.0]])  # flat paid
-    outcome_loss(logits, q).backward()
     target = torch.softmax(q, dim=1)
+    outcome_loss(logits, target).backward()
     probs = torch.softmax(logits.detach(), dim=1)
     assert probs[0, 1] < 0.002
     torch.testing.assert_close(logits.grad, probs - target)

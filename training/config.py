@@ -253,6 +253,7 @@ class TrainConfig:
     resample_method: ResampleMethod = "permutation"  # the range's blocks shuffled, or "bootstrap"
     resample_detrend: float = 0.0  # share of each copy's drift taken out (1: it ends at its start)
     direction_outcomes: float = 0.0  # weight of the every-direction loss (run/outcomes.py); 0: off
+    direction_teacher: float = 0.0  # weight of the linear teacher's loss (run/teacher.py); 0: off
     challenger: tuple[str, ...] = ()  # KEY=VALUE overrides of a second training (run/challenger.py)
     challenger_margin: float = 1.5  # standard errors of a validation Sharpe it must win by
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
@@ -287,6 +288,7 @@ class TrainConfig:
                     "a share of the drift, 0 to 1",
                 ),
                 ("direction_outcomes", self.direction_outcomes >= 0, "a number >= 0"),
+                ("direction_teacher", self.direction_teacher >= 0, "a number >= 0"),
                 ("challenger_margin", self.challenger_margin >= 0, "a number >= 0"),
                 (
                     "challenger",

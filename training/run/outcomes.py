@@ -28,22 +28,21 @@ from stable_baselines3.common.callbacks import BaseCallback
 from agent import policy_of
 
 
-def outcome_loss(logits: th.Tensor, q: th.Tensor) -> th.Tensor:
-    """The cross-entropy of direction `logits` [B, D] towards ``softmax(q)`` [B, D] per state,
-    averaged over the B states (module doc). Its gradient for a level's logit is its probability
-    less its target share: it stays large for a level the head has all but ruled out."""
-    target = th.softmax(q, dim=1)  # [B, D] the levels weighted by what they paid
+def outcome_loss(logits: th.Tensor, target: th.Tensor) -> th.Tensor:
+    """The cross-entropy of direction `logits` [B, D] towards the `target` probabilities [B, D]
+    per state, averaged over the B states (module doc). Its gradient for a level's logit is its
+    probability less its target share: it stays large for a level the head has all but ruled
+    out."""
     return -(target * th.log_softmax(logits, dim=1)).sum(dim=1).mean()
 
 
-class DirectionOutcomes(BaseCallback):
-    """After each PPO update, one pass of the every-direction loss (module doc) over the rollout
-    that update learned from, in minibatches of `batch_size`, with the policy's own optimizer.
+class RolloutPass(BaseCallback):
+    """After each PPO update, one pass of a cross-entropy on the direction head over the rollout
+    that update learned from, ``weight * outcome_loss``, in minibatches of `batch_size`, with the
+    policy's own optimizer. Subclasses say which states of the rollout are taught and towards
+    what (`_targets`); the loss's mean is logged as `train/<name>_loss`."""
 
-    The training env must be a `BatchedTradingEnv` built with `direction_rewards=True` (under
-    any VecEnv wrappers): each step's `direction_rewards` [N, D] are read after the step. The
-    loss's mean is logged as `train/direction_outcomes_loss`.
-    """
+    name = "rollout_pass"  # the TensorBoard tag's stem
 
     def __init__(self, weight: float, batch_size: int, seed: int) -> None:
         if weight <= 0:
@@ -52,24 +51,19 @@ class DirectionOutcomes(BaseCallback):
         self.weight = weight
         self.batch_size = batch_size
         self._rng = np.random.default_rng(seed)
-        self._steps: list[np.ndarray] = []  # the rollout's [N, D] rewards, a step each
-        self._pending: tuple[dict[str, np.ndarray], np.ndarray] | None = None
+        self._pending: dict[str, np.ndarray] | None = None  # the rollout's observations
 
     def _on_step(self) -> bool:
-        (rewards,) = self.training_env.get_attr("direction_rewards", indices=[0])
-        self._steps.append(np.array(rewards))  # [N, D], a copy
         return True
 
     def _on_rollout_end(self) -> None:
         # Kept until the update has run: SB3 re-allocates the buffer before the next rollout.
         assert isinstance(self.model, PPO)
-        buffer = self.model.rollout_buffer
-        observations = buffer.observations  # key -> [S, N, ...]
+        observations = self.model.rollout_buffer.observations  # key -> [S, N, ...]
         assert isinstance(observations, dict)
-        rewards = np.stack(self._steps)  # [S, N, D]
-        self._steps = []
-        flat = {key: value.reshape(-1, *value.shape[2:]) for key, value in observations.items()}
-        self._pending = (flat, rewards.reshape(-1, rewards.shape[-1]))  # [S * N, ...], [S * N, D]
+        self._pending = {
+            key: value.reshape(-1, *value.shape[2:]) for key, value in observations.items()
+        }  # key -> [S * N, ...]
 
     def _on_rollout_start(self) -> None:
         self._learn_pending()
@@ -77,33 +71,78 @@ class DirectionOutcomes(BaseCallback):
     def _on_training_end(self) -> None:
         self._learn_pending()  # the last rollout, which no next rollout follows
 
+    def _targets(self, flat: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The states to teach, as row indices [b] into the rollout `flat` (key -> [B, ...]),
+        and their target direction probabilities [b, D]; None when there is nothing to teach."""
+        raise NotImplementedError
+
     def _learn_pending(self) -> None:
         if self._pending is None:
             return
-        flat, rewards = self._pending
-        self._pending = None
+        flat, self._pending = self._pending, None
+        taught = self._targets(flat)
+        if taught is None:
+            return
+        rows, target = taught
         assert isinstance(self.model, PPO)
         max_grad_norm = self.model.max_grad_norm
         policy = policy_of(self.model)
-        centred = rewards - rewards.mean(axis=1, keepdims=True)  # [B, D]
-        spread = float(centred.std())
-        if spread == 0.0:  # every level paid the same: nothing to learn
-            return
-        q = th.as_tensor(centred / spread, dtype=th.float32, device=policy.device)  # [B, D]
+        targets = th.as_tensor(target, dtype=th.float32, device=policy.device)  # [b, D]
         losses = []
-        order = self._rng.permutation(len(rewards))
+        order = self._rng.permutation(len(rows))
         policy.set_training_mode(True)
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
             obs = {
-                key: th.as_tensor(value[batch], device=policy.device) for key, value in flat.items()
+                key: th.as_tensor(value[rows[batch]], device=policy.device)
+                for key, value in flat.items()
             }
             logits = policy.head_distributions(obs).heads()["direction"].logits  # [b, D]
-            loss = self.weight * outcome_loss(logits, q[batch])
+            loss = self.weight * outcome_loss(logits, targets[batch])
             policy.optimizer.zero_grad()
             loss.backward()
             th.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
             policy.optimizer.step()
             losses.append(loss.item())
         policy.set_training_mode(False)
-        self.logger.record("train/direction_outcomes_loss", float(np.mean(losses)))
+        self.logger.record(f"train/{self.name}_loss", float(np.mean(losses)))
+
+
+class DirectionOutcomes(RolloutPass):
+    """The every-direction loss (module doc): every state of the rollout, towards
+    ``softmax(q)``, q the rewards each level paid there, centred across the levels and scaled to
+    unit spread over the rollout.
+
+    The training env must be a `BatchedTradingEnv` built with `direction_rewards=True` (under
+    any VecEnv wrappers): each step's `direction_rewards` [N, D] are read after the step. The
+    loss's mean is logged as `train/direction_outcomes_loss`.
+    """
+
+    name = "direction_outcomes"
+
+    def __init__(self, weight: float, batch_size: int, seed: int) -> None:
+        super().__init__(weight, batch_size, seed)
+        self._steps: list[np.ndarray] = []  # the rollout's [N, D] rewards, a step each
+        self._rewards: np.ndarray | None = None  # [S * N, D] the pending rollout's
+
+    def _on_step(self) -> bool:
+        (rewards,) = self.training_env.get_attr("direction_rewards", indices=[0])
+        self._steps.append(np.array(rewards))  # [N, D], a copy
+        return True
+
+    def _on_rollout_end(self) -> None:
+        super()._on_rollout_end()
+        rewards = np.stack(self._steps)  # [S, N, D]
+        self._steps = []
+        self._rewards = rewards.reshape(-1, rewards.shape[-1])  # [S * N, D]
+
+    def _targets(self, flat: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+        assert self._rewards is not None
+        rewards, self._rewards = self._rewards, None
+        centred = rewards - rewards.mean(axis=1, keepdims=True)  # [B, D]
+        spread = float(centred.std())
+        if spread == 0.0:  # every level paid the same: nothing to learn
+            return None
+        q = centred / spread
+        target = np.exp(q - q.max(axis=1, keepdims=True))
+        return np.arange(len(q)), target / target.sum(axis=1, keepdims=True)  # softmax(q)

@@ -28,6 +28,7 @@ from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 from training.run.interrupt import remembered_ctrl_c
 from training.run.outcomes import DirectionOutcomes
+from training.run.teacher import DirectionTeacher, LinearTeacher
 
 TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, continued on resume
 
@@ -95,6 +96,7 @@ def fit(
     and trading monitors (`heads/...`, `trading/...`) always log; `callbacks` run after them.
     TensorBoard logs go to `run.tensorboard`; nothing is saved here.
     """
+    real_ranges = len(ranges)  # the copies follow them
     if cfg.train.resampled_paths:  # more paths of the same bars (`resampled_path`)
         rng = np.random.default_rng(cfg.train.seed)
         block, method = cfg.train.resample_block, cfg.train.resample_method
@@ -106,9 +108,8 @@ def fit(
         ]
         ranges = [*ranges, *copies]
     outcomes = cfg.train.direction_outcomes
-    env = BatchedTradingEnv(
-        TradingCore.stacked(ranges, cfg.env), n_envs=cfg.ppo.n_envs, direction_rewards=outcomes > 0
-    )
+    core = TradingCore.stacked(ranges, cfg.env)
+    env = BatchedTradingEnv(core, n_envs=cfg.ppo.n_envs, direction_rewards=outcomes > 0)
     env.seed(cfg.train.seed)
     monitored: VecEnv = VecMonitor(env)
     if cfg.train.feature_noise > 0:
@@ -124,6 +125,19 @@ def fit(
         monitors: list[BaseCallback] = [InterruptCheck(), HeadMonitor(cfg.env), TradingMonitor()]
         if outcomes > 0:  # the direction head also learns from the levels it did not take
             monitors.append(DirectionOutcomes(outcomes, cfg.ppo.batch_size, cfg.train.seed))
+        teacher = None
+        if cfg.train.direction_teacher > 0:  # what the training bars establish (run/teacher.py)
+            teacher = LinearTeacher.fit(core, real_ranges, cfg.env.decision_interval)
+        if teacher is not None:
+            monitors.append(
+                DirectionTeacher(
+                    cfg.train.direction_teacher,
+                    cfg.ppo.batch_size,
+                    cfg.train.seed,
+                    teacher,
+                    cfg.env.direction_sides,
+                )
+            )
         with remembered_ctrl_c():  # a Ctrl-C a library swallows still stops training
             model.learn(
                 remaining,

@@ -1,0 +1,128 @@
+"""The linear teacher: what the training bars establish about the direction, and its loss."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from stable_baselines3.common.logger import Logger
+
+from envs import BatchedTradingEnv
+from training.config import load_config
+from training.run.folder import RunDir
+from training.run.session import build_model, fit
+from training.run.teacher import DirectionTeacher, LinearTeacher
+
+REPO = Path(__file__).resolve().parents[1]
+GOOGL = REPO / "data" / "gymanytrading_GOOGL_daily.csv"
+SIDES = (0, 1)  # flat, long
+
+
+def fake_core(signal: float, drift: float, n: int = 4000, seed: int = 0) -> SimpleNamespace:
+    """What `LinearTeacher.fit` reads of a core: one range whose next-bar log move from the
+    fill after bar t is ``signal * f_t[0] + drift`` plus noise, f_t two standard normal features
+    (the second predicts nothing)."""
+    rng = np.random.default_rng(seed)
+    features = rng.standard_normal((n, 2)).astype(np.float32)  # [T, 2]
+    moves = np.zeros(n)  # moves[t + 1] = log(open[t + 2] / open[t + 1]), decided at bar t
+    moves[2:] = signal * features[:-2, 0] + drift + 0.01 * rng.standard_normal(n - 2)
+    opens = 100.0 * np.exp(np.cumsum(moves))
+    return SimpleNamespace(
+        first_bars=np.array([0]),
+        end_bars=np.array([n - 1]),
+        ohlc=np.stack([opens, opens, opens, opens], axis=1),
+        features=features,
+        scale=np.ones(n),
+    )
+
+
+def test_the_teacher_labels_long_where_the_feature_predicts_a_rise_and_flat_where_a_fall():
+    teacher = LinearTeacher.fit(fake_core(signal=0.005, drift=0.0), ranges=1, horizon=1)
+    assert teacher is not None
+    assert abs(teacher.coef[1] - 0.005) < 0.001 and abs(teacher.coef[2]) < 0.001
+    market = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 2.0]])  # [3, F]
+    assert teacher.labels(market, SIDES).tolist() == [1, 0, -1]
+    assert teacher.labels(market, (-1, 0, 1)).tolist() == [2, 0, -1]  # short where it falls
+
+
+def test_on_noise_the_teacher_teaches_almost_nothing():
+    taught = []
+    for seed in range(10):
+        teacher = LinearTeacher.fit(fake_core(0.0, 0.0, seed=seed), ranges=1, horizon=5)
+        assert teacher is not None
+        market = np.random.default_rng(99).standard_normal((2000, 2))
+        taught.append(float((teacher.labels(market, SIDES) >= 0).mean()))
+    assert np.mean(taught) < 0.05
+
+
+def test_a_drift_the_bars_establish_is_taught_everywhere_and_short_ranges_teach_nothing():
+    teacher = LinearTeacher.fit(fake_core(0.0, 0.002), ranges=1, horizon=1)
+    assert teacher is not None
+    market = np.random.default_rng(1).standard_normal((100, 2)) * 0.5
+    assert (teacher.labels(market, SIDES) == 1).all()  # long: holding is what the bars show
+    assert LinearTeacher.fit(fake_core(0.0, 0.002, n=25), ranges=1, horizon=1) is None
+
+
+def test_the_loss_moves_the_taught_states_towards_their_levels(tmp_path):
+    sets = ["env.window=8", "env.long_only=true", "policy.device=cpu"]
+    cfg = load_config(None, [*sets, "ppo.n_envs=8", "ppo.n_steps=8", "ppo.batch_size=16"])
+    env = BatchedTradingEnv(GOOGL, cfg.env, n_envs=8)
+    env.seed(0)
+    model = build_model(cfg, env, RunDir(tmp_path / "run"))
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    obs = env.reset()
+    n_features = obs["market"].shape[-1]
+    market = obs["market"][:, -1, :]
+    # Long where the first feature is above its median, flat below; no error: every state taught.
+    pivot = float(np.median(market[:, 0]))
+    teacher = LinearTeacher(
+        coef=np.concatenate([[-pivot], [1.0], np.zeros(n_features - 1)]),
+        covariance=np.zeros((1 + n_features, 1 + n_features)),
+    )
+    lesson = DirectionTeacher(1.0, batch_size=16, seed=0, teacher=teacher, sides=SIDES)
+    lesson.init_callback(model)
+    labels = teacher.labels(market, SIDES)
+
+    def probs() -> np.ndarray:
+        with torch.no_grad():
+            return model.policy.head_distributions(obs).heads()["direction"].probs.numpy()
+
+    start = probs()
+    for _ in range(20):
+        lesson._pending = obs
+        lesson._on_rollout_start()
+    end = probs()
+    taught = np.arange(len(labels))
+    moved = end[taught, labels] - start[taught, labels]
+    assert (labels >= 0).all() and (moved > 0.05).all()
+    assert lesson._pending is None
+
+
+def test_training_with_the_teacher_fits_it_on_the_real_ranges_and_teaches_each_rollout(
+    tmp_path, monkeypatch
+):
+    from envs import load_market_data
+    from training.run import teacher as teacher_module
+
+    fitted, taught = [], []
+    real_fit, real_targets = LinearTeacher.fit.__func__, DirectionTeacher._targets
+
+    def spy_fit(cls, core, ranges, horizon, z=teacher_module.TEACHER_Z):
+        fitted.append((len(core.first_bars), ranges, horizon))
+        return real_fit(cls, core, ranges, horizon, z)
+
+    def spy_targets(self, flat):
+        result = real_targets(self, flat)
+        taught.append(len(flat["market"]))
+        return result
+
+    monkeypatch.setattr(LinearTeacher, "fit", classmethod(spy_fit))
+    monkeypatch.setattr(DirectionTeacher, "_targets", spy_targets)
+    sets = ["env.window=8", "env.decision_interval=5", "policy.device=cpu", "ppo.n_envs=4"]
+    sets += ["ppo.n_steps=16", "ppo.batch_size=32", "train.total_timesteps=128"]
+    sets += ["train.direction_teacher=1", "train.resampled_paths=2", "train.progress_bar=false"]
+    cfg = load_config(None, sets)
+    model = fit(cfg, [(load_market_data(GOOGL), range(0, 800))], RunDir(tmp_path / "run"))
+    assert model.num_timesteps >= 128
+    assert fitted == [(3, 1, 5)]  # the real range, not its two copies; decisions held 5 bars
+    assert taught == [64, 64]  # each rollout of 4 accounts x 16 steps, the last one included

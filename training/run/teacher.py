@@ -1,0 +1,137 @@
+"""A linear teacher for the direction head: what the training bars establish, and nothing more.
+
+The every-direction loss (`training.run.outcomes`) shows the direction head what every level
+paid on each state of a rollout. One step's outcome is mostly noise, and a head taught it state
+by state trades the noise of a random walk (C76, C77 in benchmarks/RESULTS.md); a least-squares
+fit of the outcomes per rollout, gated by an F-test, fitted it all the same (C80): the test
+passed far above its level on outcomes that repeat across the rollout's resampled copies and
+whose variance moves with the features, and the fit's own spread, scaled to one, turned a
+faint fit into confident targets.
+
+`LinearTeacher` asks the training bars once, before training, and teaches only what they
+establish. It regresses the return a long position sized by the env's volatility budget would
+have earned from each decision bar's fill to the next decision's,
+``y_t = scale_t * log(open_{t+1+h} / open_{t+1})`` (h the decision interval), on that bar's
+market features (the last row of the observation window) and a constant, over every decision
+bar of the real training ranges once (not the resampled copies, which repeat them). The
+coefficients' covariance is Newey-West's (Bartlett weights over h lags, within each range), which
+holds when neighbouring windows overlap and when the variance moves with the features. A state is
+taught the level with the largest side (long) where the predicted advantage of a long position
+over flat exceeds `z` standard errors of that prediction, the level with the smallest side (flat,
+or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. On a
+random walk only the drift can pass, and then it says what holding says; a trend's momentum
+features pass, and teach the down spells a head that settled on long never samples.
+
+`DirectionTeacher` applies it after each PPO update: a cross-entropy of the direction head towards
+each taught state's level (`training.run.outcomes.RolloutPass`), weighted by
+`train.direction_teacher`; the share of the rollout's states taught is logged as
+`train/direction_teacher_taught`. Costs are not in the targets: the teacher says which way the
+market leans, and PPO, which pays them, how often to act on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envs.core import TradingCore
+from training.run.outcomes import RolloutPass
+
+TEACHER_Z = 2.326  # standard errors a prediction must clear: one-sided 1% of a normal
+
+
+@dataclass(frozen=True)
+class LinearTeacher:
+    """The fitted teacher (module doc): coefficients [1 + F] on a constant and the F market
+    features, their Newey-West covariance [1 + F, 1 + F], and the z a prediction must clear."""
+
+    coef: np.ndarray
+    covariance: np.ndarray
+    z: float = TEACHER_Z
+
+    @classmethod
+    def fit(
+        cls, core: TradingCore, ranges: int, horizon: int, z: float = TEACHER_Z
+    ) -> LinearTeacher | None:
+        """The teacher of the first `ranges` ranges of `core` (the real training ranges; the
+        copies that follow them repeat their bars), for decisions held `horizon` bars; None when
+        those ranges hold fewer than ten decision bars per coefficient."""
+        features, rows, targets = [], [], []
+        for k in range(ranges):
+            first, end = int(core.first_bars[k]), int(core.end_bars[k])
+            bars = np.arange(first, end - horizon)  # [n] the fill and the exit inside the range
+            if len(bars) == 0:
+                continue
+            opens = core.ohlc[:, 0]
+            growth = np.log(opens[bars + 1 + horizon] / opens[bars + 1])  # [n]
+            features.append(core.features[bars].astype(np.float64))  # [n, F]
+            targets.append(core.scale[bars] * growth)  # [n]
+            rows.append(len(bars))
+        n_coef = core.features.shape[1] + 1
+        if sum(rows) < 10 * n_coef:
+            return None
+        design = _with_constant(np.concatenate(features))  # [n, 1 + F]
+        y = np.concatenate(targets)  # [n]
+        inverse = np.linalg.pinv(design.T @ design)  # [1 + F, 1 + F]
+        coef = inverse @ design.T @ y  # [1 + F]
+        scores = design * (y - design @ coef)[:, None]  # [n, 1 + F]
+        meat = np.zeros((n_coef, n_coef))
+        for part in np.split(scores, np.cumsum(rows)[:-1]):  # lags stay within a range
+            meat += part.T @ part
+            for lag in range(1, min(horizon, len(part) - 1) + 1):
+                weight = 1.0 - lag / (horizon + 1)  # Bartlett
+                cross = part[lag:].T @ part[:-lag]
+                meat += weight * (cross + cross.T)
+        return cls(coef=coef, covariance=inverse @ meat @ inverse, z=z)
+
+    def advantage(self, market: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The predicted advantage of a long position over flat [B] at states whose decision
+        bars' market features are `market` [B, F], and its standard error [B]."""
+        design = _with_constant(market.astype(np.float64))  # [B, 1 + F]
+        variance = np.einsum("bi,ij,bj->b", design, self.covariance, design)  # [B]
+        return design @ self.coef, np.sqrt(np.maximum(variance, 0.0))
+
+    def labels(self, market: np.ndarray, sides: Sequence[int]) -> np.ndarray:
+        """The direction level taught at each state [B] (int; -1: none), `sides` the sides of
+        the direction levels in order (module doc)."""
+        mean, error = self.advantage(market)
+        labels = np.full(len(mean), -1, dtype=np.int64)
+        labels[mean > self.z * error] = int(np.argmax(sides))
+        labels[mean < -self.z * error] = int(np.argmin(sides))
+        return labels
+
+
+def _with_constant(features: np.ndarray) -> np.ndarray:
+    """`features` [n, F] with a column of ones in front, [n, 1 + F]."""
+    return np.concatenate([np.ones((len(features), 1)), features], axis=1)
+
+
+class DirectionTeacher(RolloutPass):
+    """After each PPO update, the direction head's cross-entropy towards the levels `teacher`
+    teaches on the rollout's states (module doc); states it teaches nothing are left out."""
+
+    name = "direction_teacher"
+
+    def __init__(
+        self,
+        weight: float,
+        batch_size: int,
+        seed: int,
+        teacher: LinearTeacher,
+        sides: Sequence[int],
+    ) -> None:
+        super().__init__(weight, batch_size, seed)
+        self.teacher = teacher
+        self.sides = tuple(sides)
+
+    def _targets(self, flat: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+        labels = self.teacher.labels(flat["market"][:, -1, :], self.sides)  # [B]
+        rows = np.flatnonzero(labels >= 0)  # [b]
+        self.logger.record("train/direction_teacher_taught", len(rows) / len(labels))
+        if len(rows) == 0:
+            return None
+        target = np.zeros((len(rows), len(self.sides)))  # [b, D]
+        target[np.arange(len(rows)), labels[rows]] = 1.0
+        return rows, target
