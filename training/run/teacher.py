@@ -59,12 +59,12 @@ class LinearTeacher:
         copies that follow them repeat their bars), for decisions held `horizon` bars; None when
         those ranges hold fewer than ten decision bars per coefficient."""
         features, rows, targets = [], [], []
+        opens = core.ohlc[:, 0]  # [T]
         for k in range(ranges):
             first, end = int(core.first_bars[k]), int(core.end_bars[k])
             bars = np.arange(first, end - horizon)  # [n] the fill and the exit inside the range
             if len(bars) == 0:
                 continue
-            opens = core.ohlc[:, 0]
             growth = np.log(opens[bars + 1 + horizon] / opens[bars + 1])  # [n]
             features.append(core.features[bars].astype(np.float64))  # [n, F]
             targets.append(core.scale[bars] * growth)  # [n]
