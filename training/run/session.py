@@ -28,7 +28,7 @@ from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 from training.run.interrupt import remembered_ctrl_c
 from training.run.outcomes import DirectionOutcomes
-from training.run.teacher import DirectionTeacher, LinearTeacher
+from training.run.teacher import DirectionTeacher, LinearTeacher, describe_teacher
 
 TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, continued on resume
 
@@ -128,7 +128,8 @@ def fit(
         teacher = None
         if cfg.train.direction_teacher > 0:  # what the training bars establish (run/teacher.py)
             teacher = LinearTeacher.fit(core, real_ranges, cfg.env.decision_interval)
-        if teacher is not None:
+            print(describe_teacher(teacher))
+        if teacher is not None and teacher.teaches:
             monitors.append(
                 DirectionTeacher(
                     cfg.train.direction_teacher,
