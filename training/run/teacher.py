@@ -17,14 +17,13 @@ bar of the real training ranges once (not the resampled copies, which repeat the
 coefficients' covariance is Newey-West's (Bartlett weights over h lags, within each range), which
 holds when neighbouring windows overlap and when the variance moves with the features. The
 teacher teaches only when the market features predict beyond chance, by the joint Wald test of
-their coefficients at `TEACHER_LEVEL` (1%; on the benchmark's random walks it passed on 1 of 30
-training ranges, on its mean-reverting series on all 30). Then a state is
-taught the level with the largest side (long) where the predicted advantage of a long position
-over flat exceeds `z` standard errors of that prediction, the level with the smallest side (flat,
-or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. On a
-random walk nothing passes; a trend's momentum
-features pass on about half the ranges, and teach the down spells a head that settled on long
-never samples.
+their coefficients at `TEACHER_LEVEL`; then a state is taught the level with the largest side
+(long) where the predicted advantage of a long position over flat exceeds `z` standard errors of
+that prediction, the level with the smallest side (flat, or short when shorts are allowed) where
+it falls below `-z` of them, and nothing otherwise. A drift alone teaches nothing: holding is
+PPO's to learn. The lesson is partial by design, and a head pulled towards long on the taught
+states also moves on the others, through the weights they share (benchmarks/RESULTS.md,
+fourteenth round: C82, C83).
 
 `DirectionTeacher` applies it after each PPO update: a cross-entropy of the direction head towards
 each taught state's level (`training.run.outcomes.RolloutPass`), weighted by
