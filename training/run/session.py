@@ -94,6 +94,10 @@ def fit(
     The model is fresh, or continued from `checkpoint` (a model file with the optimizer state,
     `training.run.folder.restore_checkpoint`) in the same TensorBoard run. The per-head
     and trading monitors (`heads/...`, `trading/...`) always log; `callbacks` run after them.
+    With `train.direction_outcomes` or `train.direction_teacher` > 0 the direction head also
+    learns, after each PPO update, what every level paid (`training.run.outcomes`) or what a
+    linear model of the real ranges' bars establishes (`training.run.teacher`; fitted here, and
+    said in one printed line, before training).
     TensorBoard logs go to `run.tensorboard`; nothing is saved here.
     """
     real_ranges = len(ranges)  # the copies follow them
