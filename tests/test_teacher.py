@@ -9,6 +9,7 @@ import torch
 from stable_baselines3.common.logger import Logger
 
 from envs import BatchedTradingEnv
+from envs.features import feature_names
 from training.config import load_config
 from training.run.folder import RunDir
 from training.run.session import build_model, fit
@@ -17,6 +18,7 @@ from training.run.teacher import (
     DirectionTeacher,
     LinearTeacher,
     describe_teacher,
+    momentum_columns,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,9 +121,9 @@ def test_training_with_the_teacher_fits_it_on_the_real_ranges_and_teaches_each_r
     fitted, taught = [], []
     real_fit, real_targets = LinearTeacher.fit.__func__, DirectionTeacher._targets
 
-    def spy_fit(cls, core, ranges, horizon, z=teacher_module.TEACHER_Z):
-        fitted.append((len(core.first_bars), ranges, horizon))
-        teacher = real_fit(cls, core, ranges, horizon, z)
+    def spy_fit(cls, core, ranges, horizon, z=teacher_module.TEACHER_Z, columns=None):
+        fitted.append((len(core.first_bars), ranges, horizon, columns))
+        teacher = real_fit(cls, core, ranges, horizon, z, columns)
         return dataclasses.replace(teacher, p_value=p_value)
 
     def spy_targets(self, flat):
@@ -134,13 +136,30 @@ def test_training_with_the_teacher_fits_it_on_the_real_ranges_and_teaches_each_r
     sets = ["env.window=8", "env.decision_interval=5", "policy.device=cpu", "ppo.n_envs=4"]
     sets += ["ppo.n_steps=16", "ppo.batch_size=32", "train.total_timesteps=128"]
     sets += ["train.direction_teacher=1", "train.resampled_paths=2", "train.progress_bar=false"]
+    sets += ["env.momentum_horizons=[16,64]"]
     cfg = load_config(None, sets)
     market = load_market_data(GOOGL)
     p_value = 0.0  # as if the bars' features predicted the next decision's return
     model = fit(cfg, [(market, range(0, 800))], RunDir(tmp_path / "taught"))
     assert model.num_timesteps >= 128
-    assert fitted == [(3, 1, 5)]  # the real range, not its two copies; decisions held 5 bars
+    # The real range, not its two copies; decisions held 5 bars; the momentum features only.
+    momentum = [len(feature_names()) + i for i in range(len(cfg.env.momentum_horizons))]
+    assert momentum and fitted == [(3, 1, 5, momentum)]
     assert taught == [64, 64]  # each rollout of 4 accounts x 16 steps, the last one included
     p_value = 0.5  # a teacher that fails its test is not trained with at all
     fit(cfg, [(market, range(0, 800))], RunDir(tmp_path / "untaught"))
     assert len(fitted) == 2 and taught == [64, 64]
+
+
+def test_the_teacher_reads_only_its_columns_and_momentum_columns_name_them():
+    core = fake_core(signal=0.005, drift=0.0)
+    on_second = LinearTeacher.fit(core, ranges=1, horizon=1, columns=[1])
+    assert on_second is not None and on_second.columns == (1,) and not on_second.teaches
+    market = np.array([[2.0, 0.0], [-2.0, 0.0]])
+    assert (on_second.labels(market, SIDES) == -1).all()  # the predictive first feature unread
+    on_first = LinearTeacher.fit(core, ranges=1, horizon=1, columns=[0])
+    assert on_first is not None and on_first.teaches
+    assert on_first.labels(market, SIDES).tolist() == [1, 0]
+    assert LinearTeacher.fit(core, ranges=1, horizon=1, columns=[]) is None
+    names = feature_names((16, 64))
+    assert [names[i] for i in momentum_columns(names)] == ["momentum_16", "momentum_64"]

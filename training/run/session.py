@@ -22,13 +22,19 @@ from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 from agent import MultiHeadPolicy, policy_of
 from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
+from envs.features import feature_names
 from training.config import RunConfig
 from training.run.augment import FeatureNoise, resampled_path
 from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 from training.run.interrupt import remembered_ctrl_c
 from training.run.outcomes import DirectionOutcomes
-from training.run.teacher import DirectionTeacher, LinearTeacher, describe_teacher
+from training.run.teacher import (
+    DirectionTeacher,
+    LinearTeacher,
+    describe_teacher,
+    momentum_columns,
+)
 
 TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, continued on resume
 
@@ -131,7 +137,10 @@ def fit(
             monitors.append(DirectionOutcomes(outcomes, cfg.ppo.batch_size, cfg.train.seed))
         teacher = None
         if cfg.train.direction_teacher > 0:  # what the training bars establish (run/teacher.py)
-            teacher = LinearTeacher.fit(core, real_ranges, cfg.env.decision_interval)
+            names = feature_names(cfg.env.momentum_horizons)
+            teacher = LinearTeacher.fit(
+                core, real_ranges, cfg.env.decision_interval, columns=momentum_columns(names)
+            )
             print(describe_teacher(teacher))
         if teacher is not None and teacher.teaches:
             monitors.append(

@@ -57,6 +57,7 @@ class LinearTeacher:
     covariance: np.ndarray
     p_value: float = 0.0
     z: float = TEACHER_Z
+    columns: tuple[int, ...] | None = None  # the market features it reads; None: all of them
 
     @property
     def teaches(self) -> bool:
@@ -67,11 +68,20 @@ class LinearTeacher:
 
     @classmethod
     def fit(
-        cls, core: TradingCore, ranges: int, horizon: int, z: float = TEACHER_Z
+        cls,
+        core: TradingCore,
+        ranges: int,
+        horizon: int,
+        z: float = TEACHER_Z,
+        columns: Sequence[int] | None = None,
     ) -> LinearTeacher | None:
         """The teacher of the first `ranges` ranges of `core` (the real training ranges; the
-        copies that follow them repeat their bars), for decisions held `horizon` bars; None when
-        those ranges hold fewer than ten decision bars per coefficient."""
+        copies that follow them repeat their bars), for decisions held `horizon` bars, on the
+        market features `columns` (None: all); None when there are no such columns, or fewer
+        than ten decision bars per coefficient."""
+        picked = list(range(core.features.shape[1])) if columns is None else list(columns)
+        if not picked:
+            return None
         features, rows, targets = [], [], []
         opens = core.ohlc[:, 0]  # [T]
         for k in range(ranges):
@@ -80,10 +90,10 @@ class LinearTeacher:
             if len(bars) == 0:
                 continue
             growth = np.log(opens[bars + 1 + horizon] / opens[bars + 1])  # [n]
-            features.append(core.features[bars].astype(np.float64))  # [n, F]
+            features.append(core.features[bars][:, picked].astype(np.float64))  # [n, F]
             targets.append(core.scale[bars] * growth)  # [n]
             rows.append(len(bars))
-        n_coef = core.features.shape[1] + 1
+        n_coef = len(picked) + 1
         if sum(rows) < 10 * n_coef:
             return None
         design = _with_constant(np.concatenate(features))  # [n, 1 + F]
@@ -99,11 +109,14 @@ class LinearTeacher:
                 cross = part[lag:].T @ part[:-lag]
                 meat += weight * (cross + cross.T)
         covariance = inverse @ meat @ inverse
-        return cls(coef, covariance, p_value=_wald_p_value(coef[1:], covariance[1:, 1:]), z=z)
+        p_value = _wald_p_value(coef[1:], covariance[1:, 1:])
+        return cls(coef, covariance, p_value, z, None if columns is None else tuple(picked))
 
     def advantage(self, market: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The predicted advantage of a long position over flat [B] at states whose decision
         bars' market features are `market` [B, F], and its standard error [B]."""
+        if self.columns is not None:
+            market = market[:, list(self.columns)]
         design = _with_constant(market.astype(np.float64))  # [B, 1 + F]
         variance = np.einsum("bi,ij,bj->b", design, self.covariance, design)  # [B]
         return design @ self.coef, np.sqrt(np.maximum(variance, 0.0))
@@ -123,7 +136,9 @@ class LinearTeacher:
 def describe_teacher(teacher: LinearTeacher | None) -> str:
     """One line for the training log: whether `teacher` teaches, and why."""
     if teacher is None:
-        return "direction teacher: too few training bars to fit; it teaches nothing"
+        return (
+            "direction teacher: no momentum features, or too few training bars; it teaches nothing"
+        )
     verdict = "it teaches" if teacher.teaches else "it teaches nothing"
     return (
         f"direction teacher: the market features predict the next decision's return with "
@@ -145,6 +160,14 @@ def _wald_p_value(coef: np.ndarray, covariance: np.ndarray) -> float:
     a = 2.0 / (9.0 * dof)
     z = ((statistic / dof) ** (1.0 / 3.0) - (1.0 - a)) / math.sqrt(a)
     return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def momentum_columns(names: Sequence[str]) -> list[int]:
+    """The columns of the features named `names` that a direction teacher reads: the
+    volatility-scaled momentum (`momentum_<h>`), the direction's evidence. The volatility features
+    predict a sized long's return too, through the variance drag the budget's sizing is there to
+    handle; taught as a direction they cost the turbulence series (benchmarks/RESULTS.md, C83)."""
+    return [i for i, name in enumerate(names) if name.startswith("momentum_")]
 
 
 def _with_constant(features: np.ndarray) -> np.ndarray:
