@@ -12,8 +12,9 @@ faint fit into confident targets.
 establish. It regresses the return a long position sized by the env's volatility budget would
 have earned from each decision bar's fill to the next decision's,
 ``y_t = scale_t * log(open_{t+1+h} / open_{t+1})`` (h the decision interval), on that bar's
-market features (the last row of the observation window) and a constant, over every decision
-bar of the real training ranges once (not the resampled copies, which repeat them). The
+momentum features (`momentum_columns` of the last row of the observation window: the direction's
+evidence) and a constant, over every decision bar of the real training ranges once (not the
+resampled copies, which repeat them). The
 coefficients' covariance is Newey-West's (Bartlett weights over h lags, within each range), which
 holds when neighbouring windows overlap and when the variance moves with the features. The
 teacher teaches only when the market features predict beyond chance, by the joint Wald test of
@@ -21,9 +22,9 @@ their coefficients at `TEACHER_LEVEL`; then a state is taught the level with the
 (long) where the predicted advantage of a long position over flat exceeds `z` standard errors of
 that prediction, the level with the smallest side (flat, or short when shorts are allowed) where
 it falls below `-z` of them, and nothing otherwise. A drift alone teaches nothing: holding is
-PPO's to learn. The lesson is partial by design, and a head pulled towards long on the taught
-states also moves on the others, through the weights they share (benchmarks/RESULTS.md,
-fourteenth round: C82, C83).
+PPO's to learn. Read on every market feature, the teacher also taught the volatility features'
+power over a sized return (the variance drag) as a direction, and cost the turbulence series
+(benchmarks/RESULTS.md, fourteenth round: C82, C83 against C93).
 
 `DirectionTeacher` applies it after each PPO update: a cross-entropy of the direction head towards
 each taught state's level (`training.run.outcomes.RolloutPass`), weighted by
