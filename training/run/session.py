@@ -135,23 +135,22 @@ def fit(
         monitors: list[BaseCallback] = [InterruptCheck(), HeadMonitor(cfg.env), TradingMonitor()]
         if outcomes > 0:  # the direction head also learns from the levels it did not take
             monitors.append(DirectionOutcomes(outcomes, cfg.ppo.batch_size, cfg.train.seed))
-        teacher = None
         if cfg.train.direction_teacher > 0:  # what the training bars establish (run/teacher.py)
             names = feature_names(cfg.env.momentum_horizons)
             teacher = LinearTeacher.fit(
                 core, real_ranges, cfg.env.decision_interval, columns=momentum_columns(names)
             )
             print(describe_teacher(teacher))
-        if teacher is not None and teacher.teaches:
-            monitors.append(
-                DirectionTeacher(
-                    cfg.train.direction_teacher,
-                    cfg.ppo.batch_size,
-                    cfg.train.seed,
-                    teacher,
-                    cfg.env.direction_sides,
+            if teacher is not None and teacher.teaches:
+                monitors.append(
+                    DirectionTeacher(
+                        cfg.train.direction_teacher,
+                        cfg.ppo.batch_size,
+                        cfg.train.seed,
+                        teacher,
+                        cfg.env.direction_sides,
+                    )
                 )
-            )
         with remembered_ctrl_c():  # a Ctrl-C a library swallows still stops training
             model.learn(
                 remaining,

@@ -14,14 +14,13 @@ have earned from each decision bar's fill to the next decision's,
 ``y_t = scale_t * log(open_{t+1+h} / open_{t+1})`` (h the decision interval), on that bar's
 momentum features (`momentum_columns` of the last row of the observation window: the direction's
 evidence) and a constant, over every decision bar of the real training ranges once (not the
-resampled copies, which repeat them). The
-coefficients' covariance is Newey-West's (Bartlett weights over h lags, within each range), which
-holds when neighbouring windows overlap and when the variance moves with the features. The
-teacher teaches only when the market features predict beyond chance, by the joint Wald test of
-their coefficients at `TEACHER_LEVEL`; then a state is taught the level with the largest side
-(long) where the predicted advantage of a long position over flat exceeds `z` standard errors of
-that prediction, the level with the smallest side (flat, or short when shorts are allowed) where
-it falls below `-z` of them, and nothing otherwise. A drift alone teaches nothing: holding is
+resampled copies, which repeat them). The coefficients' covariance is Newey-West's (Bartlett
+weights over h lags, within each range), which holds when neighbouring windows overlap and when
+the variance moves with the features. The teacher teaches only when those features predict
+beyond chance, by the joint Wald test of their coefficients at `TEACHER_LEVEL`; then a state is
+taught the level with the largest side (long) where the predicted advantage of a long position
+over flat exceeds `z` standard errors of that prediction, the level with the smallest side (flat,
+or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. A drift alone teaches nothing: holding is
 PPO's to learn. Read on every market feature, the teacher also taught the volatility features'
 power over a sized return (the variance drag) as a direction, and cost the turbulence series
 (benchmarks/RESULTS.md, fourteenth round: C82, C83 against C93).
@@ -142,7 +141,7 @@ def describe_teacher(teacher: LinearTeacher | None) -> str:
         )
     verdict = "it teaches" if teacher.teaches else "it teaches nothing"
     return (
-        f"direction teacher: the market features predict the next decision's return with "
+        f"direction teacher: its features predict the next decision's return with "
         f"p = {teacher.p_value:.3g} (joint Wald test, level {TEACHER_LEVEL:g}); {verdict}"
     )
 
