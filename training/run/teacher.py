@@ -20,10 +20,11 @@ the variance moves with the features. The teacher teaches only when those featur
 beyond chance, by the joint Wald test of their coefficients at `TEACHER_LEVEL`; then a state is
 taught the level with the largest side (long) where the predicted advantage of a long position
 over flat exceeds `z` standard errors of that prediction, the level with the smallest side (flat,
-or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. A drift alone teaches nothing: holding is
-PPO's to learn. Read on every market feature, the teacher also taught the volatility features'
-power over a sized return (the variance drag) as a direction, and cost the turbulence series
-(benchmarks/RESULTS.md, fourteenth round: C82, C83 against C93).
+or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. A
+drift alone teaches nothing: holding is PPO's to learn. Read on every market feature, the teacher
+also taught the volatility features' power over a sized return (the variance drag) as a
+direction, and cost the turbulence series (benchmarks/RESULTS.md, fourteenth round: C82, C83
+against C93).
 
 `DirectionTeacher` applies it after each PPO update: a cross-entropy of the direction head towards
 each taught state's level (`training.run.outcomes.RolloutPass`), weighted by
