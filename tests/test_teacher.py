@@ -54,6 +54,15 @@ def test_the_teacher_labels_long_where_the_feature_predicts_a_rise_and_flat_wher
     assert teacher.labels(market, (-1, 0, 1)).tolist() == [2, 0, -1]  # short where it falls
 
 
+def test_the_training_ranges_drift_does_not_tilt_the_lesson():
+    """A range that happened to rise teaches long only where the features say so: the lesson is
+    the features' part of the prediction, without the constant."""
+    teacher = LinearTeacher.fit(fake_core(signal=0.005, drift=0.004), ranges=1, horizon=1)
+    assert teacher is not None and teacher.teaches and teacher.coef[0] > 0.003
+    market = np.array([[0.5, 0.0], [-0.5, 0.0], [0.0, 0.0]])  # [3, F]
+    assert teacher.labels(market, SIDES).tolist() == [1, 0, -1]
+
+
 def test_on_noise_the_joint_test_rarely_passes_and_a_failed_teacher_teaches_nothing():
     teachers = [
         LinearTeacher.fit(fake_core(0.0, 0.0, seed=seed), 1, horizon=5) for seed in range(20)
@@ -86,11 +95,11 @@ def test_the_loss_moves_the_taught_states_towards_their_levels(tmp_path):
     model.set_logger(Logger(folder=None, output_formats=[]))
     obs = env.reset()
     n_features = obs["market"].shape[-1]
+    obs["market"][:, -1, 0] -= np.median(obs["market"][:, -1, 0])  # half the states above 0
     market = obs["market"][:, -1, :]
-    # Long where the first feature is above its median, flat below; no error: every state taught.
-    pivot = float(np.median(market[:, 0]))
+    # Long where the first feature is positive, flat where negative; no error: every state taught.
     teacher = LinearTeacher(
-        coef=np.concatenate([[-pivot], [1.0], np.zeros(n_features - 1)]),
+        coef=np.concatenate([[0.0, 1.0], np.zeros(n_features - 1)]),
         covariance=np.zeros((1 + n_features, 1 + n_features)),
     )
     lesson = DirectionTeacher(1.0, batch_size=16, seed=0, teacher=teacher, sides=SIDES)
@@ -108,7 +117,7 @@ def test_the_loss_moves_the_taught_states_towards_their_levels(tmp_path):
     end = probs()
     taught = np.arange(len(labels))
     moved = end[taught, labels] - start[taught, labels]
-    assert (labels >= 0).all() and (moved > 0.05).all()
+    assert (labels >= 0).all() and len(set(labels.tolist())) == 2 and (moved > 0.05).all()
     assert lesson._pending is None
 
 

@@ -18,10 +18,12 @@ resampled copies, which repeat them). The coefficients' covariance is Newey-West
 weights over h lags, within each range), which holds when neighbouring windows overlap and when
 the variance moves with the features. The teacher teaches only when those features predict
 beyond chance, by the joint Wald test of their coefficients at `TEACHER_LEVEL`; then a state is
-taught the level with the largest side (long) where the predicted advantage of a long position
-over flat exceeds `z` standard errors of that prediction, the level with the smallest side (flat,
-or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. A
-drift alone teaches nothing: holding is PPO's to learn. Read on every market feature, the teacher
+taught the level with the largest side (long) where the features' part of the predicted advantage
+of a long position over flat exceeds `z` standard errors of that part, the level with the
+smallest side (flat, or short when shorts are allowed) where it falls below `-z` of them, and
+nothing otherwise. The constant, the training range's own drift, is fitted but never taught: a
+drift alone teaches nothing, holding is PPO's to learn, and a range that happened to rise or fall
+would otherwise tilt every lesson its way (benchmarks/RESULTS.md, fifteenth round). Read on every market feature, the teacher
 also taught the volatility features' power over a sized return (the variance drag) as a
 direction, and cost the turbulence series (benchmarks/RESULTS.md, fourteenth round: C82, C83
 against C93).
@@ -114,13 +116,16 @@ class LinearTeacher:
         return cls(coef, covariance, p_value, z, None if columns is None else tuple(picked))
 
     def advantage(self, market: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The predicted advantage of a long position over flat [B] at states whose decision
-        bars' market features are `market` [B, F], and its standard error [B]."""
+        """What the market features say of a long position's advantage over flat [B] at states
+        whose decision bars' market features are `market` [B, F], and its standard error [B].
+        The constant, the training range's own drift, is left out: a range that happened to
+        rise would teach long on states whose features say nothing, and holding is PPO's to
+        learn."""
         if self.columns is not None:
             market = market[:, list(self.columns)]
-        design = _with_constant(market.astype(np.float64))  # [B, 1 + F]
-        variance = np.einsum("bi,ij,bj->b", design, self.covariance, design)  # [B]
-        return design @ self.coef, np.sqrt(np.maximum(variance, 0.0))
+        design = market.astype(np.float64)  # [B, F]
+        variance = np.einsum("bi,ij,bj->b", design, self.covariance[1:, 1:], design)  # [B]
+        return design @ self.coef[1:], np.sqrt(np.maximum(variance, 0.0))
 
     def labels(self, market: np.ndarray, sides: Sequence[int]) -> np.ndarray:
         """The direction level taught at each state [B] (int; -1: none), `sides` the sides of
