@@ -54,13 +54,17 @@ def test_the_teacher_labels_long_where_the_feature_predicts_a_rise_and_flat_wher
     assert teacher.labels(market, (-1, 0, 1)).tolist() == [2, 0, -1]  # short where it falls
 
 
-def test_the_training_ranges_drift_does_not_tilt_the_lesson():
-    """A range that happened to rise teaches long only where the features say so: the lesson is
-    the features' part of the prediction, without the constant."""
-    teacher = LinearTeacher.fit(fake_core(signal=0.005, drift=0.004), ranges=1, horizon=1)
-    assert teacher is not None and teacher.teaches and teacher.coef[0] > 0.003
-    market = np.array([[0.5, 0.0], [-0.5, 0.0], [0.0, 0.0]])  # [3, F]
-    assert teacher.labels(market, SIDES).tolist() == [1, 0, -1]
+def test_a_drift_enters_the_lesson_only_where_the_bars_establish_it():
+    """A range that rose by chance teaches long only where the features say so; a drift beyond
+    `z` standard errors is part of every state's prediction."""
+    chance = LinearTeacher.fit(fake_core(signal=0.005, drift=0.0002), ranges=1, horizon=1)
+    assert chance is not None and chance.teaches and not chance.teaches_drift
+    market = np.array([[0.05, 0.0], [-0.05, 0.0], [0.0, 0.0]])  # [3, F]
+    assert chance.labels(market, SIDES).tolist() == [1, 0, -1]
+    established = LinearTeacher.fit(fake_core(signal=0.005, drift=0.004), ranges=1, horizon=1)
+    assert established is not None and established.teaches and established.teaches_drift
+    assert established.labels(np.array([[-0.5, 0.0], [-1.0, 0.0]]), SIDES).tolist() == [1, 0]
+    assert "with the training bars' drift" in describe_teacher(established)
 
 
 def test_on_noise_the_joint_test_rarely_passes_and_a_failed_teacher_teaches_nothing():

@@ -18,12 +18,16 @@ resampled copies, which repeat them). The coefficients' covariance is Newey-West
 weights over h lags, within each range), which holds when neighbouring windows overlap and when
 the variance moves with the features. The teacher teaches only when those features predict
 beyond chance, by the joint Wald test of their coefficients at `TEACHER_LEVEL`; then a state is
-taught the level with the largest side (long) where the features' part of the predicted advantage
-of a long position over flat exceeds `z` standard errors of that part, the level with the
-smallest side (flat, or short when shorts are allowed) where it falls below `-z` of them, and
-nothing otherwise. The constant, the training range's own drift, is fitted but never taught: a
-drift alone teaches nothing, holding is PPO's to learn, and a range that happened to rise or fall
-would otherwise tilt every lesson its way (benchmarks/RESULTS.md, fifteenth round). Read on every market feature, the teacher
+taught the level with the largest side (long) where the predicted advantage of a long position
+over flat exceeds `z` standard errors of that prediction, the level with the smallest side (flat,
+or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. The
+constant, the return predicted where the features are zero, is part of the prediction only when
+it is itself established, beyond `z` of its standard errors (`teaches_drift`): a training range
+that happened to rise or fall by chance would otherwise tilt every lesson its way, long or flat
+whatever the features say (C93 against C95 in benchmarks/RESULTS.md, fifteenth round), while a
+drift the bars do establish is what a long position earns in every state (C95's turbulence). A
+drift alone still teaches nothing: the joint test is on the features' coefficients, and holding
+is PPO's to learn. Read on every market feature, the teacher
 also taught the volatility features' power over a sized return (the variance drag) as a
 direction, and cost the turbulence series (benchmarks/RESULTS.md, fourteenth round: C82, C83
 against C93).
@@ -115,17 +119,24 @@ class LinearTeacher:
         p_value = _wald_p_value(coef[1:], covariance[1:, 1:])
         return cls(coef, covariance, p_value, z, None if columns is None else tuple(picked))
 
+    @property
+    def teaches_drift(self) -> bool:
+        """Whether the constant, the return predicted where every feature is zero (the training
+        ranges' own drift), is itself established: beyond `z` of its standard errors. Only then
+        is it part of the lesson (module doc)."""
+        return abs(self.coef[0]) > self.z * math.sqrt(max(float(self.covariance[0, 0]), 0.0))
+
     def advantage(self, market: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """What the market features say of a long position's advantage over flat [B] at states
-        whose decision bars' market features are `market` [B, F], and its standard error [B].
-        The constant, the training range's own drift, is left out: a range that happened to
-        rise would teach long on states whose features say nothing, and holding is PPO's to
-        learn."""
+        """The predicted advantage of a long position over flat [B] at states whose decision
+        bars' market features are `market` [B, F], and its standard error [B]; without the
+        constant unless `teaches_drift`."""
         if self.columns is not None:
             market = market[:, list(self.columns)]
-        design = market.astype(np.float64)  # [B, F]
-        variance = np.einsum("bi,ij,bj->b", design, self.covariance[1:, 1:], design)  # [B]
-        return design @ self.coef[1:], np.sqrt(np.maximum(variance, 0.0))
+        design = _with_constant(market.astype(np.float64))  # [B, 1 + F]
+        if not self.teaches_drift:
+            design[:, 0] = 0.0  # the features' part of the prediction alone
+        variance = np.einsum("bi,ij,bj->b", design, self.covariance, design)  # [B]
+        return design @ self.coef, np.sqrt(np.maximum(variance, 0.0))
 
     def labels(self, market: np.ndarray, sides: Sequence[int]) -> np.ndarray:
         """The direction level taught at each state [B] (int; -1: none), `sides` the sides of
@@ -145,7 +156,12 @@ def describe_teacher(teacher: LinearTeacher | None) -> str:
         return (
             "direction teacher: no momentum features, or too few training bars; it teaches nothing"
         )
-    verdict = "it teaches" if teacher.teaches else "it teaches nothing"
+    if not teacher.teaches:
+        verdict = "it teaches nothing"
+    elif teacher.teaches_drift:
+        verdict = "it teaches, with the training bars' drift"
+    else:
+        verdict = "it teaches, without the training bars' drift (not established)"
     return (
         f"direction teacher: its features predict the next decision's return with "
         f"p = {teacher.p_value:.3g} (joint Wald test, level {TEACHER_LEVEL:g}); {verdict}"
