@@ -27,10 +27,9 @@ that happened to rise or fall by chance would otherwise tilt every lesson its wa
 whatever the features say (C93 against C95 in benchmarks/RESULTS.md, fifteenth round), while a
 drift the bars do establish is what a long position earns in every state (C95's turbulence). A
 drift alone still teaches nothing: the joint test is on the features' coefficients, and holding
-is PPO's to learn. Read on every market feature, the teacher
-also taught the volatility features' power over a sized return (the variance drag) as a
-direction, and cost the turbulence series (benchmarks/RESULTS.md, fourteenth round: C82, C83
-against C93).
+is PPO's to learn. Read on every market feature, the teacher also taught the volatility
+features' power over a sized return (the variance drag) as a direction, and cost the turbulence
+series (benchmarks/RESULTS.md, fourteenth round: C82, C83 against C93).
 
 `DirectionTeacher` applies it after each PPO update: a cross-entropy of the direction head towards
 each taught state's level (`training.run.outcomes.RolloutPass`), weighted by
