@@ -80,6 +80,28 @@ def test_on_noise_the_joint_test_rarely_passes_and_a_failed_teacher_teaches_noth
             assert (teacher.labels(market, SIDES) == -1).all()
 
 
+def test_the_target_is_the_sized_longs_log_growth_not_its_share_of_the_markets():
+    """A position sized to half the account and held in units grows by log(1 + 0.5 r), not by
+    half the market's log move: on a path that returns to its start, the latter is zero while
+    the account, rebalanced at every decision, gains (the constant of a fit without features is
+    the mean target)."""
+    n = 400
+    moves = np.where(np.arange(n) % 2 == 0, 0.1, -0.1)  # log moves, up and down in turn
+    opens = 100.0 * np.exp(np.cumsum(moves))  # [T]
+    core = SimpleNamespace(
+        first_bars=np.array([0]),
+        end_bars=np.array([n - 1]),
+        ohlc=np.stack([opens] * 4, axis=1),
+        features=np.zeros((n, 1), dtype=np.float32),
+        scale=np.full(n, 0.5),
+    )
+    teacher = LinearTeacher.fit(core, ranges=1, horizon=1)
+    assert teacher is not None
+    bars = np.arange(0, n - 2)
+    sized = np.log1p(0.5 * (opens[bars + 2] / opens[bars + 1] - 1.0))
+    assert abs(teacher.coef[0] - sized.mean()) < 1e-12 and sized.mean() > 0.001
+
+
 def test_a_drift_alone_teaches_nothing_and_short_ranges_fit_no_teacher():
     """Holding is PPO's to learn: the teacher speaks only where the features tell states apart."""
     teacher = LinearTeacher.fit(fake_core(0.0, 0.002), ranges=1, horizon=1)

@@ -9,9 +9,10 @@ whose variance moves with the features, and the fit's own spread, scaled to one,
 faint fit into confident targets.
 
 `LinearTeacher` asks the training bars once, before training, and teaches only what they
-establish. It regresses the return a long position sized by the env's volatility budget would
-have earned from each decision bar's fill to the next decision's,
-``y_t = scale_t * log(open_{t+1+h} / open_{t+1})`` (h the decision interval), on that bar's
+establish. It regresses the log growth a long position sized by the env's volatility budget
+would have earned from each decision bar's fill to the next decision's,
+``y_t = log(1 + scale_t * (open_{t+1+h} / open_{t+1} - 1))`` (h the decision interval: the
+position held in units between decisions, as the env holds it), on that bar's
 momentum features (`momentum_columns` of the last row of the observation window: the direction's
 evidence) and a constant, over every decision bar of the real training ranges once (not the
 resampled copies, which repeat them). The coefficients' covariance is Newey-West's (Bartlett
@@ -95,9 +96,9 @@ class LinearTeacher:
             bars = np.arange(first, end - horizon)  # [n] the fill and the exit inside the range
             if len(bars) == 0:
                 continue
-            growth = np.log(opens[bars + 1 + horizon] / opens[bars + 1])  # [n]
+            moved = opens[bars + 1 + horizon] / opens[bars + 1] - 1.0  # [n] simple return
             features.append(core.features[bars][:, picked].astype(np.float64))  # [n, F]
-            targets.append(core.scale[bars] * growth)  # [n]
+            targets.append(np.log1p(core.scale[bars] * moved))  # [n] the sized long's log growth
             rows.append(len(bars))
         n_coef = len(picked) + 1
         if sum(rows) < 10 * n_coef:
