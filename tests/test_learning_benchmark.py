@@ -157,3 +157,31 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
     assert trend.split()[:4] == ["trend_regimes", "16", f"{growth:+.2f}", "nan"]
     assert trend.split()[-2:] == ["+0.72", "nan"]
     assert walk.split()[2:] == ["nan"] * 5
+
+
+def test_the_targets_table_tells_the_learners_misses_from_those_the_bars_mislead() -> None:
+    learning = learning_module()
+    trend = [  # (seed, agent's share, estimated ceiling's share)
+        (0, 0.7, 0.9),
+        (1, 0.1, 0.8),  # the bars allow 0.8: the learner's own miss
+        (2, -0.2, -0.2),  # the fitted filter misses too: the bars mislead
+        (3, 0.66, 0.1),  # the agent clears the target where the filter does not
+        (4, math.nan, 0.5),  # no edge to share on this seed's fresh series: left out
+    ]
+    runs = [
+        {"kind": "trend_regimes", "seed": s, "share_fresh": a, "share_estimated_fresh": e}
+        for s, a, e in trend
+    ] + [
+        {"kind": "random_walk", "seed": 0, "excess_growth": 0.0, "turnover_per_year": 30.0},
+        {"kind": "random_walk", "seed": 1, "excess_growth": -0.4, "turnover_per_year": 2.0},
+        {"kind": "crash_risk", "seed": 0, "share_fresh": -3.0},  # no target
+    ]
+    _, _, trend_row, walk_row, turnover_row = learning.targets_table(runs).splitlines()
+    cells = [c.strip() for c in trend_row.split("  ") if c.strip()]
+    assert cells == ["trend_regimes", "share_fresh", "+0.38 (>= +0.60)", "-0.200 (>= +0.30)",
+                     "1", "2"]  # fmt: skip
+    # A report without the estimated ceiling's figure counts every miss as the learner's.
+    cells = [c.strip() for c in walk_row.split("  ") if c.strip()]
+    assert cells[-2:] == ["1", "none"] and cells[2] == "-0.20 (>= -0.05)"
+    cells = [c.strip() for c in turnover_row.split("  ") if c.strip()]
+    assert cells == ["random_walk", "turnover_per_year", "-", "30.0 (<= 25)", "0", "-"]
