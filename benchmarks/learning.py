@@ -751,8 +751,8 @@ def targets_table(results: Sequence[dict[str, Any]]) -> str:
 
 
 def _seeds(runs: Sequence[dict[str, Any]]) -> str:
-    """The seeds of `runs`, or "none"."""
-    return " ".join(str(r["seed"]) for r in runs) or "none"
+    """The seeds of `runs` in order, or "none"."""
+    return " ".join(str(seed) for seed in sorted(r["seed"] for r in runs)) or "none"
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
