@@ -718,19 +718,21 @@ def targets_table(results: Sequence[dict[str, Any]]) -> str:
     out."""
     rows = []
     for kind, target in TARGETS.items():
-        mine = [r for r in results if r["kind"] == kind and target.key in r]
-        scored = [r for r in mine if not math.isnan(_finite(r[target.key]))]
+        scored = [r for r in results
+                  if r["kind"] == kind and not math.isnan(_finite(r.get(target.key)))]  # fmt: skip
         if not scored:
             continue
-        values = [_finite(r[target.key]) for r in scored]
-        below = [r for r in scored if _finite(r[target.key]) < target.worst]
-        misled = [r for r in below if _finite(r.get(target.estimated)) < target.worst]
-        own = [r for r in below if r not in misled]
+        median, worst = _median_worst([_finite(r[target.key]) for r in scored], "min")
+        own, misled = [], []
+        for r in scored:
+            if _finite(r[target.key]) < target.worst:
+                bars_mislead = _finite(r.get(target.estimated)) < target.worst
+                (misled if bars_mislead else own).append(r)
         rows.append([
             kind,
             target.key,
-            f"{statistics.median(values):+.2f} (>= {target.median:+.2f})",
-            f"{min(values):+.3f} (>= {target.worst:+.2f})",
+            f"{median:+.2f} (>= {target.median:+.2f})",
+            f"{worst:+.3f} (>= {target.worst:+.2f})",
             _seeds(own),
             _seeds(misled),
         ])  # fmt: skip
