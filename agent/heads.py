@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+FIXED_LOGIT = 30.0  # the logit of the one level a head always chooses (`DecisionHeads.always`)
+
 
 class DecisionHead(nn.Module):
     """Linear -> activation -> Linear to the logits of one decision.
@@ -72,6 +74,18 @@ class DecisionHeads(nn.Module):
         1)`` on that level (2.0 over two levels: 0.88)."""
         for head, level in zip((self.direction, self.leverage, self.risk), action, strict=True):
             head.logits.bias[level] += logit
+
+    @torch.no_grad()
+    def always(self, action: Sequence[int]) -> None:
+        """Make each head (direction, leverage, risk) choose `action`'s level whatever it reads:
+        its logits layer's weights zero and its biases `FIXED_LOGIT` at that level, 0 elsewhere.
+        The deterministic action is then `action` everywhere, and a sampled one nearly always
+        (e^-30 per other level). The hold contender of a contest is such a policy
+        (`training.run.challenger`)."""
+        for head, level in zip((self.direction, self.leverage, self.risk), action, strict=True):
+            head.logits.weight.zero_()
+            head.logits.bias.zero_()
+            head.logits.bias[level] = FIXED_LOGIT
 
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
         """[B, latent_dim] -> concatenated logits [B, n_direction + n_leverage + n_risk]."""

@@ -1,5 +1,6 @@
-"""`train.challenger`: a second training with other settings, kept only when it validates better
-by the margin."""
+"""The contest: `train.challenger`, a second training with other settings, and
+`train.hold_margin`, a policy that always holds, each kept only when it validates better by its
+margin."""
 
 import json
 import math
@@ -9,7 +10,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from training.config import ConfigError, challenger_config, load_config
-from training.run.challenger import keep_better_contender
+from training.run.challenger import format_contest, keep_better_contender
 from training.run.folder import RunDir, load_model
 from training.train import main
 
@@ -25,6 +26,14 @@ def train(run: Path, *args: str) -> int:
 def contested(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("challenger") / "run"
     assert train(run, *CHALLENGE) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def held(tmp_path_factory) -> Path:
+    """A run whose contest is its policy against holding, at margin 0."""
+    run = tmp_path_factory.mktemp("hold") / "run"
+    assert train(run, "--set", "train.hold_margin=0") == 0
     return run
 
 
@@ -72,6 +81,15 @@ def history(sharpe: float | None, years: float = 4.0) -> list[dict]:
     return [{"timesteps": 128, "sharpe": sharpe, "years": years}]
 
 
+def assert_adopted(run: RunDir, source: RunDir) -> None:
+    """`run` holds `source`'s best model, or its final one when it has no best."""
+    if source.best_model.exists():
+        assert run.best_model.read_bytes() == source.best_model.read_bytes()
+    else:  # and no best model of an earlier choice shadows it
+        assert run.final_model.read_bytes() == source.final_model.read_bytes()
+        assert not run.best_model.exists()
+
+
 @pytest.mark.parametrize(
     ("incumbent", "challenger", "kept"),
     [
@@ -94,13 +112,67 @@ def test_the_challenger_must_win_by_the_margin(tmp_path, incumbent, challenger, 
     choice = keep_better_contender(run, 1.5)
     assert choice["kept"] == kept
     assert choice["sharpe_to_beat"] == pytest.approx((incumbent or 0.0) + 0.75)
-    source = run.contender(kept)
-    if source.best_model.exists():
-        assert run.best_model.read_bytes() == source.best_model.read_bytes()
-    else:
-        assert run.final_model.read_bytes() == source.final_model.read_bytes()
+    assert_adopted(run, run.contender(kept))
     assert json.loads(run.contest.read_text()) == choice
     assert math.isclose(choice["margin_standard_errors"], 1.5)
+
+
+def test_the_hold_contender_always_holds_and_is_compared_on_the_same_bars(held):
+    hold = load_model(held / "hold")
+    assert hold.num_timesteps == 0 and hold.config.train.hold_margin is None
+    incumbent = load_config(held / "incumbent" / "config.yaml")
+    assert incumbent.train.hold_margin is None and incumbent.train.challenger == ()
+    assert (held / "hold" / "splits.json").read_bytes() == (held / "splits.json").read_bytes()
+    (entry,) = json.loads((held / "hold" / "validation.json").read_text())
+    assert entry["exposure_pct"] > 99 and entry["timesteps"] == 0  # long from the first fill on
+    choice = json.loads((held / "challenger.json").read_text())
+    assert [row["contender"] for row in choice["contenders"]] == ["incumbent", "hold"]
+    policy_sharpe, hold_sharpe = (row["best_validation_sharpe"] for row in choice["contenders"])
+    assert choice["kept"] == ("hold" if hold_sharpe > (policy_sharpe or 0.0) else "incumbent")
+    kept = held / choice["kept"]
+    assert (held / "validation.json").read_text() == (kept / "validation.json").read_text()
+    assert "holding had to beat" in format_contest(choice)
+
+
+def test_a_finished_hold_contest_resumes_as_it_was(held, capsys):
+    before = (held / "challenger.json").read_text(), (held / "hold" / "validation.json").read_text()
+    assert main(["--resume", str(held)]) == 0
+    assert "validated already" in capsys.readouterr().out
+    after = (held / "challenger.json").read_text(), (held / "hold" / "validation.json").read_text()
+    assert after == before
+
+
+@pytest.mark.parametrize(
+    ("incumbent", "challenger", "hold", "kept"),
+    [
+        (0.5, 1.26, 1.76, "challenger"),  # holding must beat the challenger: 1.26 + 0.5
+        (0.5, 1.26, 1.77, "hold"),
+        (0.5, 1.24, 0.99, "incumbent"),  # the incumbent kept: holding must beat 0.5 + 0.5
+        (0.5, 1.24, 1.01, "hold"),
+        (None, None, 0.51, "hold"),  # a policy without a finite pass counts as flat
+        (None, None, 0.49, "incumbent"),
+    ],
+)
+def test_holding_must_beat_the_policy_kept_by_its_margin(
+    tmp_path, incumbent, challenger, hold, kept
+):
+    run = RunDir(tmp_path)
+    sharpes = {"incumbent": incumbent, "challenger": challenger, "hold": hold}
+    for name, sharpe in sharpes.items():
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(history(sharpe)))
+        folder.final_model.write_bytes(name.encode())
+        if sharpe is not None:
+            folder.best_model.write_bytes(f"best {name}".encode())
+    choice = keep_better_contender(run, 1.5, hold_margin=1.0)  # 1.0 / sqrt(4) = 0.5
+    assert choice["kept"] == kept
+    before = "challenger" if (challenger or 0.0) > (incumbent or 0.0) + 0.75 else "incumbent"
+    assert choice["hold_sharpe_to_beat"] == pytest.approx((sharpes[before] or 0.0) + 0.5)
+    assert_adopted(run, run.contender(kept))
+    again = keep_better_contender(run, 1.5)  # no hold margin: no hold contender
+    assert again["kept"] != "hold" and len(again["contenders"]) == 2
+    assert_adopted(run, run.contender(again["kept"]))
 
 
 @pytest.mark.parametrize(
@@ -113,10 +185,13 @@ def test_the_challenger_must_win_by_the_margin(tmp_path, incumbent, challenger, 
         (['train.challenger=["ppo.gamma"]'], "expected KEY=VALUE"),
         (['train.challenger=["ppo.gamma=0.9"]', "train.restarts=2"], "no challenger with"),
         (["train.challenger_margin=-1"], "train.challenger_margin: expected a number >= 0"),
+        (['train.challenger=["train.hold_margin=1"]'], "other than train.challenger"),
+        (["train.hold_margin=-1"], "train.hold_margin: expected a number >= 0, or null"),
+        (["train.hold_margin=1", "train.restarts=2"], "no hold contender with"),
     ],
 )
-def test_a_bad_challenger_is_one_line_naming_the_key(overrides, message):
-    with pytest.raises(ConfigError, match=r"train\.challenger") as error:
+def test_a_bad_contest_is_one_line_naming_the_key(overrides, message):
+    with pytest.raises(ConfigError, match=r"train\.(challenger|hold_margin)") as error:
         load_config("configs/smoke.yaml", overrides)
     assert message in str(error.value) and "\n" not in str(error.value)
 

@@ -140,6 +140,19 @@ def test_a_hold_prior_leans_each_head_towards_one_level():
         torch.testing.assert_close(probs[name][:, level], torch.full((4,), lean), atol=5e-3, rtol=0)
 
 
+@pytest.mark.parametrize("conditional", [False, True])
+def test_heads_made_to_always_choose_an_action_choose_it_on_any_window(conditional):
+    policy = make_policy(conditional=conditional)
+    sharpened_distribution(policy)  # heads that read their input, before they are fixed
+    policy.decision_heads.always((2, 0, 3))  # long, the first leverage, the last stop
+    obs = random_obs(64, seed=3)
+    obs["market"] = obs["market"] * 10.0
+    with torch.no_grad():
+        probs = {name: d.probs for name, d in policy.head_distributions(obs).heads().items()}
+    for name, level in zip(HEAD_NAMES, (2, 0, 3), strict=True):
+        assert bool((probs[name][:, level] > 1 - 1e-6).all()), name
+
+
 def test_optimizer_holds_every_parameter():
     policy = make_policy()
     in_optimizer = {id(p) for group in policy.optimizer.param_groups for p in group["params"]}

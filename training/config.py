@@ -256,6 +256,7 @@ class TrainConfig:
     direction_teacher: float = 0.0  # weight of the linear teacher's loss (run/teacher.py); 0: off
     challenger: tuple[str, ...] = ()  # KEY=VALUE overrides of a second training (run/challenger.py)
     challenger_margin: float = 1.5  # standard errors of a validation Sharpe it must win by
+    hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()
@@ -290,6 +291,16 @@ class TrainConfig:
                 ("direction_outcomes", self.direction_outcomes >= 0, "a number >= 0"),
                 ("direction_teacher", self.direction_teacher >= 0, "a number >= 0"),
                 ("challenger_margin", self.challenger_margin >= 0, "a number >= 0"),
+                (
+                    "hold_margin",
+                    self.hold_margin is None or self.hold_margin >= 0,
+                    "a number >= 0, or null for no hold contender",
+                ),
+                (
+                    "hold_margin",
+                    self.hold_margin is None or self.restarts == 1,
+                    "no hold contender with train.restarts > 1 (set one or the other)",
+                ),
                 (
                     "challenger",
                     not self.challenger or self.restarts == 1,
@@ -552,20 +563,28 @@ def _built(raw: Mapping[str, Any], where: Callable[[str], str]) -> RunConfig:
 
 
 CHALLENGER_SECTIONS = ("ppo", "policy", "trunk", "train")  # what a challenger may change
-_CONTEST_KEYS = ("train.challenger", "train.challenger_margin", "train.restarts", "train.run_dir")
+_CONTEST_KEYS = (
+    "train.challenger",
+    "train.challenger_margin",
+    "train.hold_margin",
+    "train.restarts",
+    "train.run_dir",
+)
 
 
 def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunConfig:
     """The config of `cfg`'s challenger (`training.run.challenger`): `cfg` with the overrides
-    in `train.challenger` applied in order, and no challenger of its own.
+    in `train.challenger` applied in order, and no contest of its own (no challenger, no hold).
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
-    (`train.challenger`, `train.challenger_margin`, `train.restarts`, `train.run_dir`): both
+    (`_CONTEST_KEYS`: `train.challenger`, its margin, `train.hold_margin`, `train.restarts`,
+    `train.run_dir`): both
     trainings read the same data through the same env and are compared on the same validation
     bars. Raises `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """
     raw = config_to_dict(cfg)
     raw["train"]["challenger"] = []
+    raw["train"]["hold_margin"] = None
     for item in cfg.train.challenger:
         key = item.partition("=")[0].strip()
         if key.split(".", 1)[0] not in CHALLENGER_SECTIONS or key in _CONTEST_KEYS:

@@ -49,10 +49,12 @@ from training.run.callbacks import (
 )
 from training.run.challenger import (
     CONTENDERS,
+    TRAINED,
     contender_configs,
     format_contest,
     keep_better_contender,
     log_contest,
+    prepare_hold,
 )
 from training.run.data import RunData, instrument_name, with_bars_per_year
 from training.run.folder import ModelError, RunDir, load_model, save_model_atomic
@@ -185,16 +187,24 @@ def learn(
     With `train.restarts` > 1, that many such runs from different seeds, each in its own folder,
     and the one that validates best kept as the run's model (`training.run.restarts`); with
     `train.challenger`, an incumbent and a challenger trained so, and the challenger kept only
-    when it validates better by the margin (`training.run.challenger`). On `resume`, finished
-    ones are kept and the others continue from their newest checkpoint.
+    when it validates better by the margin; with `train.hold_margin`, holding kept instead when
+    it validates better than that by its margin (`training.run.challenger`). On `resume`,
+    finished ones are kept and the others continue from their newest checkpoint.
     """
-    if cfg.train.challenger:
+    if cfg.train.challenger or cfg.train.hold_margin is not None:
         for name, contender_cfg in contender_configs(cfg, run).items():
             contender = run.contender(name)
             state = restart_state(contender, contender_cfg.train.total_timesteps, resume)
             print(f"\n{name}: {_RESTART_STATES[state]} {contender.root}")
             _learn_part(contender_cfg, contender, state, run, train_ranges, validation_envs)
-        contest = keep_better_contender(run, cfg.train.challenger_margin)
+        if cfg.train.hold_margin is not None:
+            written = prepare_hold(cfg, run, validation_envs)
+            done = "validated" if written else "validated already:"
+            print(
+                f"\nhold (always long at the leverage nearest 1x, widest stop): {done} "
+                f"{run.contender('hold').root}"
+            )
+        contest = keep_better_contender(run, cfg.train.challenger_margin, cfg.train.hold_margin)
         log_contest(run, contest)
         print(f"\n{format_contest(contest)}")
         return
@@ -254,8 +264,8 @@ _RESTART_STATES = {
 
 def checkpoints(run: RunDir, cfg: RunConfig) -> list[Path]:
     """The newest checkpoint of the run, or of each of its restarts or contenders that has one."""
-    if cfg.train.challenger:
-        runs = [run.contender(name) for name in CONTENDERS]
+    if cfg.train.challenger or cfg.train.hold_margin is not None:
+        runs = [run.contender(name) for name in TRAINED]
     elif cfg.train.restarts > 1:
         runs = [run.restart(n) for n in range(1, cfg.train.restarts + 1)]
     else:
@@ -265,11 +275,12 @@ def checkpoints(run: RunDir, cfg: RunConfig) -> list[Path]:
 
 def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path]:
     model = run.best_model if run.best_model.is_file() else run.final_model
-    if cfg.train.challenger:
+    if cfg.train.challenger or cfg.train.hold_margin is not None:
+        names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
         outputs = {
-            "model (the incumbent's, unless the challenger validated better)": model,
-            "incumbent and challenger compared": run.contest,
-            "each one's models and TensorBoard logs": run.root / "<incumbent|challenger>",
+            "model (the incumbent's, unless another validated better by its margin)": model,
+            f"{' and '.join(names)} compared": run.contest,
+            "each one's models and TensorBoard logs": run.root / f"<{'|'.join(names)}>",
         }
     elif cfg.train.restarts > 1:
         outputs = {

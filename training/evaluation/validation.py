@@ -22,14 +22,15 @@ from typing import Any
 import pandas as pd
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from agent import policy_of
+from agent import MultiHeadPolicy, policy_of
 from envs import TradingEnv
 from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import compute_metrics, record_metrics, trades_from_record
 from training.evaluation.portfolio import combine_records
 from training.evaluation.selection import best_pass
 from training.run.atomic import write_json_atomic
-from training.run.folder import RunDir, save_model_atomic
+from training.run.folder import RunDir
+from training.run.model_file import write_model_file
 
 
 def validate(
@@ -48,7 +49,17 @@ def validate(
     validation Sharpe). `run.best_model` is saved (atomically) when the Sharpe ratio is finite
     and beats every earlier pass's. Returns the entry.
     """
-    policy = policy_of(model)
+    return validate_policy(policy_of(model), model.num_timesteps, envs, run, train_sharpe)
+
+
+def validate_policy(
+    policy: MultiHeadPolicy,
+    timesteps: int,
+    envs: Mapping[str, TradingEnv],
+    run: RunDir,
+    train_sharpe: float = math.nan,
+) -> dict[str, Any]:
+    """`validate` for a bare `policy` trained for `timesteps` (no PPO model around it)."""
     records = {name: FastPolicy(policy, env.core).record_episode() for name, env in envs.items()}
     bars_per_year = next(iter(envs.values())).core.bars_per_year
     if len(records) == 1:
@@ -59,7 +70,7 @@ def validate(
         metrics = compute_metrics(combined, trades, bars_per_year=bars_per_year)
     sharpe = float(metrics["sharpe"])
     entry: dict[str, Any] = {
-        "timesteps": model.num_timesteps,
+        "timesteps": timesteps,
         **metrics,
         "train_episode_sharpe": train_sharpe,
         "generalization_gap": train_sharpe - sharpe,
@@ -72,7 +83,7 @@ def validate(
     history = read_validation_history(run)
     best = best_pass(history)
     if math.isfinite(sharpe) and (best is None or sharpe > history[best]["sharpe"]):
-        save_model_atomic(model, run.best_model)
+        write_model_file(run.best_model, policy, timesteps)
     history.append(entry)
     write_json_atomic(run.validation_history, history)
     return entry

@@ -1,4 +1,5 @@
-"""A challenger: a second training with other settings, kept only when validation shows it better.
+"""A contest: the trained policy against a challenger and against holding, kept only when
+validation shows it better.
 
 A learner that is better on some series and worse on others (the every-direction loss of
 `training.run.outcomes`: it rescues a trend agent whose direction head collapsed to always-long,
@@ -10,90 +11,160 @@ standard errors of a Sharpe ratio over the validation bars, ``margin / sqrt(year
 standard error of an annualised Sharpe near zero over `years` of returns, Lo 2002), and the
 incumbent otherwise: the usual model, unless the evidence against it is clear.
 
-The incumbent is the config without `train.challenger`; the challenger is that config with the
-overrides in `train.challenger` (`training.config.challenger_config`), the same seed. Each trains
-as an ordinary run folder, `<run>/incumbent/` and `<run>/challenger/` (`RunDir.contender`); then
-`keep_better_contender` copies the kept one's best model and validation history to the run's own
-(so the run reads like a single one: backtests, `--resume`, the benchmarks), and writes what was
-compared to `challenger.json`; `log_contest` shows the same in TensorBoard.
+Holding is a contender too, with `train.hold_margin`: a policy of the same architecture that
+always chooses the env's hold action (long at the leverage nearest 1x with the widest stop, no
+stop where there is such a level; sized by the volatility budget when there is one), built
+rather than trained (`DecisionHeads.always`) and validated once on the same bars. It is kept,
+instead of the policy the contest kept so far, only when its validation Sharpe beats that
+policy's best pass by ``hold_margin / sqrt(years)``. A policy that learned nothing (a random
+walk's, which stands aside on noise) can validate clearly below holding; the run then ships what
+holding earns rather than a policy that validation shows worse. A policy with an edge that
+validation cannot confirm is kept (benchmarks/RESULTS.md, seventeenth round). The best pass of a
+trained policy is the best of several, so the comparison leans towards the policy: the margin is
+the evidence holding must add to that.
+
+The incumbent is the config without its contest (`train.challenger`, `train.hold_margin`); the
+challenger is that config with the overrides in `train.challenger`
+(`training.config.challenger_config`), the same seed. Each trains as an ordinary run folder,
+`<run>/incumbent/` and `<run>/challenger/` (`RunDir.contender`); the hold policy is written to
+`<run>/hold/` (`prepare_hold`). Then `keep_better_contender` copies the kept one's best model and
+validation history to the run's own (so the run reads like a single one: backtests, `--resume`,
+the benchmarks), and writes what was compared to `challenger.json`; `log_contest` shows the same
+in TensorBoard.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from stable_baselines3.common.logger import configure
 
-from training.config import RunConfig, challenger_config
+from envs import TradingEnv
+from training.config import RunConfig, challenger_config, save_config
 from training.evaluation.selection import best_pass
-from training.evaluation.validation import read_validation_history
-from training.run.atomic import write_json_atomic
-from training.run.folder import RunDir
+from training.evaluation.validation import read_validation_history, validate_policy
+from training.run.atomic import write_bytes_atomic, write_json_atomic
+from training.run.folder import RunDir, build_policy
+from training.run.model_file import write_model_file
 from training.run.restarts import adopt
 
-CONTENDERS = ("incumbent", "challenger")  # in the order they train; the first is the default
+CONTENDERS = ("incumbent", "challenger", "hold")  # in the order they are compared
+TRAINED = CONTENDERS[:2]  # the contenders PPO trains; the hold policy is built
 
 
 def contender_configs(cfg: RunConfig, run: RunDir) -> dict[str, RunConfig]:
-    """The configs of `run`'s contenders by name (`CONTENDERS`): the incumbent (`cfg` without
-    its challenger) and the challenger (`challenger_config`), each in its own folder."""
-    incumbent = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, challenger=()))
-    configs = {"incumbent": incumbent, "challenger": challenger_config(cfg)}
-    return {
-        name: dataclasses.replace(
-            config,
-            train=dataclasses.replace(config.train, run_dir=str(run.contender(name).root)),
-        )
-        for name, config in configs.items()
-    }
+    """The configs of `run`'s trained contenders by name, each in its own folder: the incumbent
+    (`cfg` without its contest) and, with `train.challenger`, the challenger
+    (`challenger_config`)."""
+    configs = {"incumbent": _in_folder(cfg, run.contender("incumbent"))}
+    if cfg.train.challenger:
+        configs["challenger"] = _in_folder(challenger_config(cfg), run.contender("challenger"))
+    return configs
 
 
-def keep_better_contender(run: RunDir, margin: float) -> dict[str, Any]:
+def prepare_hold(cfg: RunConfig, run: RunDir, validation_envs: Mapping[str, TradingEnv]) -> bool:
+    """Write `run`'s hold contender to `<run>/hold/`: the policy of `cfg`'s architecture that
+    always chooses `cfg.env.hold_action` (its final model, 0 timesteps), its config and splits,
+    and one validation pass over `validation_envs`. Left as it is when that pass exists already
+    (a resumed run). Returns whether it was written now."""
+    hold = run.contender("hold")
+    if read_validation_history(hold):
+        return False
+    save_config(_in_folder(cfg, hold), hold.config)
+    write_bytes_atomic(hold.splits, run.splits.read_bytes())
+    policy = build_policy(cfg)
+    policy.decision_heads.always(cfg.env.hold_action)
+    policy.set_training_mode(False)
+    write_model_file(hold.final_model, policy, 0)
+    validate_policy(policy, 0, validation_envs, hold)
+    return True
+
+
+def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
+    """`cfg` without a contest of its own (no challenger, no hold), run in `folder`."""
+    train = dataclasses.replace(
+        cfg.train, challenger=(), hold_margin=None, run_dir=str(folder.root)
+    )
+    return dataclasses.replace(cfg, train=train)
+
+
+def keep_better_contender(
+    run: RunDir, margin: float, hold_margin: float | None = None
+) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps; returns (and
     writes to `run.contest`) what was compared.
 
-    The challenger is kept when its best pass's validation Sharpe exceeds the incumbent's by
-    more than ``margin / sqrt(years)``, years the length of the validation bars. An incumbent
-    without a finite best pass (it never held a position, or never validated) counts as flat,
-    Sharpe 0; a challenger without one is never kept.
+    The contenders are those of `CONTENDERS` with a folder in `run`. The challenger is kept when
+    its best pass's validation Sharpe exceeds the incumbent's by more than ``margin /
+    sqrt(years)``, years the length of the validation bars; then, with `hold_margin`, the hold
+    contender is kept when its Sharpe exceeds that of the one kept so far by more than
+    ``hold_margin / sqrt(years)``. A trained contender without a finite best pass (it never held
+    a position, or never validated) counts as flat, Sharpe 0, when it is the one to beat; one
+    without a finite pass is never kept over another.
     """
-    rows: list[dict[str, Any]] = []
-    histories = [read_validation_history(run.contender(name)) for name in CONTENDERS]
-    for name, history in zip(CONTENDERS, histories, strict=True):
+    names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
+    if hold_margin is None and "hold" in names:
+        names.remove("hold")
+    histories = {name: read_validation_history(run.contender(name)) for name in names}
+    rows: dict[str, dict[str, Any]] = {}
+    for name, history in histories.items():
         best = best_pass(history)
-        rows.append({
+        rows[name] = {
             "contender": name,
             "best_validation_sharpe": None if best is None else history[best]["sharpe"],
             "timesteps": None if best is None else history[best]["timesteps"],
             "validation_passes": len(history),
-        })  # fmt: skip
-    incumbent, challenger = rows
-    years = next((entry["years"] for entry in histories[0] + histories[1] if entry["years"]), None)
-    needed = margin / math.sqrt(years) if years else math.inf
-    bar = (incumbent["best_validation_sharpe"] or 0.0) + needed
-    sharpe = challenger["best_validation_sharpe"]
-    kept = 1 if sharpe is not None and sharpe > bar else 0
-    adopt(run, run.contender(CONTENDERS[kept]), histories[kept])
-    choice = {
-        "kept": CONTENDERS[kept],
-        "margin_standard_errors": margin,
-        "sharpe_to_beat": bar if math.isfinite(bar) else None,
-        "contenders": rows,
-    }
+        }
+    entries = [entry for history in histories.values() for entry in history]
+    years = next((entry["years"] for entry in entries if entry["years"]), None)
+
+    def bar(kept: str, standard_errors: float) -> float:
+        needed = standard_errors / math.sqrt(years) if years else math.inf
+        return (rows[kept]["best_validation_sharpe"] or 0.0) + needed
+
+    def beats(name: str, to_beat: float) -> bool:
+        sharpe = rows[name]["best_validation_sharpe"]
+        return sharpe is not None and sharpe > to_beat
+
+    kept = "incumbent"
+    choice: dict[str, Any] = {"margin_standard_errors": margin, "sharpe_to_beat": None}
+    if "challenger" in rows:
+        to_beat = bar(kept, margin)
+        choice["sharpe_to_beat"] = to_beat if math.isfinite(to_beat) else None
+        kept = "challenger" if beats("challenger", to_beat) else kept
+    if "hold" in rows and hold_margin is not None:
+        to_beat = bar(kept, hold_margin)
+        choice["hold_margin_standard_errors"] = hold_margin
+        choice["hold_sharpe_to_beat"] = to_beat if math.isfinite(to_beat) else None
+        kept = "hold" if beats("hold", to_beat) else kept
+    adopt(run, run.contender(kept), histories[kept])
+    choice = {"kept": kept, **choice, "contenders": list(rows.values())}
     write_json_atomic(run.contest, choice)
     return choice
 
 
 def format_contest(choice: dict[str, Any]) -> str:
     """The contenders compared by `keep_better_contender`, one line each, the kept one marked."""
-    to_beat = choice["sharpe_to_beat"]
-    bar = "no validation years" if to_beat is None else f"Sharpe {to_beat:+.2f}"
+    names = [row["contender"] for row in choice["contenders"]]
+
+    def rule(who: str, to_beat: float | None, margin: float, than: str) -> str:
+        bar = "no validation years" if to_beat is None else f"Sharpe {to_beat:+.2f}"
+        return f"{who} had to beat {bar}, {margin:g} standard errors above {than}"
+
+    rules = []
+    if "challenger" in names:
+        margin = choice["margin_standard_errors"]
+        rules.append(rule("the challenger", choice["sharpe_to_beat"], margin, "the incumbent"))
+    if "hold" in names:
+        margin = choice["hold_margin_standard_errors"]
+        to_beat = choice["hold_sharpe_to_beat"]
+        rules.append(rule("holding", to_beat, margin, "the policy kept before it"))
     lines = [
-        f"incumbent and challenger, by their best validation pass (the challenger had to beat "
-        f"{bar}, {choice['margin_standard_errors']:g} standard errors above the incumbent; "
-        f"the run keeps the {choice['kept']}):"
+        f"{' and '.join(names)}, by their best validation pass ({'; '.join(rules)}; the run "
+        f"keeps the {choice['kept']}):"
     ]
     for row in choice["contenders"]:
         sharpe = row["best_validation_sharpe"]
@@ -109,11 +180,13 @@ def format_contest(choice: dict[str, Any]) -> str:
 
 def log_contest(run: RunDir, choice: dict[str, Any]) -> None:
     """Log the contest to TensorBoard in `run`'s own folder, `<run>/tb/challenger`, next to each
-    contender's training logs (`<run>/<contender>/tb`): at step 1 the incumbent's and at step 2
-    the challenger's best validation Sharpe (`challenger/best_validation_sharpe`, when finite),
-    and `challenger/kept` (1 incumbent, 2 challenger)."""
+    contender's training logs (`<run>/<contender>/tb`): at step k the best validation Sharpe of
+    the k-th contender compared (`challenger/best_validation_sharpe`, when finite; the incumbent
+    first, then the challenger and the hold contender, those the run has), and `challenger/kept`
+    (the step of the kept one)."""
     logger = configure(str(run.tensorboard / "challenger"), ["tensorboard"])
-    kept = CONTENDERS.index(choice["kept"]) + 1
+    names = [row["contender"] for row in choice["contenders"]]
+    kept = names.index(choice["kept"]) + 1
     for step, row in enumerate(choice["contenders"], start=1):
         if row["best_validation_sharpe"] is not None:
             logger.record("challenger/best_validation_sharpe", row["best_validation_sharpe"])

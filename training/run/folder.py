@@ -47,7 +47,8 @@ _CHECKPOINT = re.compile(r"checkpoint_(\d+)_steps\.(safetensors|zip)$")
 # What a folder holding a training or walk-forward run has (`run_entries`).
 _RUN_ENTRY = re.compile(
     r"config\.yaml|validation\.json|walkforward\.json|restarts\.json|challenger\.json|checkpoints"
-    r"|tb|report|fold_\d+|restart_\d+|incumbent|challenger|(best|final)_model\.(safetensors|zip)"
+    r"|tb|report|fold_\d+|restart_\d+|incumbent|challenger|hold"
+    r"|(best|final)_model\.(safetensors|zip)"
 )
 
 
@@ -181,8 +182,8 @@ class RunDir:
         return self.root / "challenger.json"
 
     def contender(self, name: str) -> RunDir:
-        """The folder of contender `name` ("incumbent" or "challenger") of a run with
-        `train.challenger`: an ordinary run folder of its own."""
+        """The folder of contender `name` ("incumbent", "challenger" or "hold") of a run with
+        a contest (`train.challenger`, `train.hold_margin`): an ordinary run folder of its own."""
         return RunDir(self.root / name)
 
     def restart(self, number: int) -> RunDir:

@@ -99,11 +99,13 @@ def keep_best_restart(run: RunDir, restarts: int, seed: int) -> dict[str, Any]:
 
 def adopt(run: RunDir, source: RunDir, history: list[dict[str, Any]]) -> None:
     """Make `source`'s model `run`'s, and its validation `history` the run's, so that the run
-    reads like a single one: its best model when it has one, else its final model."""
+    reads like a single one: its best model when it has one, else its final model (and no best
+    model of an earlier choice left to shadow it: the run's models are copies)."""
     if source.best_model.is_file():
         write_bytes_atomic(run.best_model, source.best_model.read_bytes())
     else:
         write_bytes_atomic(run.final_model, source.final_model.read_bytes())
+        run.best_model.unlink(missing_ok=True)
     write_json_atomic(run.validation_history, history)
 
 
