@@ -162,7 +162,8 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "restart_kept": json.loads(run.restart_choice.read_text())["kept"]
         if run.restart_choice.is_file()
         else 1,
-        # With train.challenger: "incumbent" or "challenger", the one the run kept.
+        # With a contest (train.challenger, train.hold_margin): "incumbent", "challenger" or
+        # "hold", the one the run kept.
         "contender_kept": json.loads(run.contest.read_text())["kept"]
         if run.contest.is_file()
         else None,

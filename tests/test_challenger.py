@@ -131,7 +131,8 @@ def test_the_hold_contender_always_holds_and_is_compared_on_the_same_bars(held):
     assert choice["kept"] == ("hold" if hold_sharpe > (policy_sharpe or 0.0) else "incumbent")
     kept = held / choice["kept"]
     assert (held / "validation.json").read_text() == (kept / "validation.json").read_text()
-    assert "holding had to beat" in format_contest(choice)
+    shown = format_contest(choice)
+    assert shown.startswith("incumbent and hold, by") and "holding had to beat" in shown
 
 
 def test_a_finished_hold_contest_resumes_as_it_was(held, capsys):

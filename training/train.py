@@ -55,6 +55,7 @@ from training.run.challenger import (
     keep_better_contender,
     log_contest,
     prepare_hold,
+    spoken_list,
 )
 from training.run.data import RunData, instrument_name, with_bars_per_year
 from training.run.folder import ModelError, RunDir, load_model, save_model_atomic
@@ -279,7 +280,7 @@ def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path
         names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
         outputs = {
             "model (the incumbent's, unless another validated better by its margin)": model,
-            f"{' and '.join(names)} compared": run.contest,
+            f"{spoken_list(names)} compared": run.contest,
             "each one's models and TensorBoard logs": run.root / f"<{'|'.join(names)}>",
         }
     elif cfg.train.restarts > 1:

@@ -129,7 +129,7 @@ def walk_forward(
         }
         report: dict[str, Any] = {"fold": k + 1, **span, "metrics": metrics}
         kept = ""
-        if fold.contest.is_file():  # train.challenger: which of the two the fold kept
+        if fold.contest.is_file():  # a contest: which contender the fold kept
             report["contender_kept"] = json.loads(fold.contest.read_text())["kept"]
             kept = f" (kept the {report['contender_kept']})"
         reports.append(report)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stable_baselines3.common.logger import configure
@@ -163,7 +163,7 @@ def format_contest(choice: dict[str, Any]) -> str:
         to_beat = choice["hold_sharpe_to_beat"]
         rules.append(rule("holding", to_beat, margin, "the policy kept before it"))
     lines = [
-        f"{' and '.join(names)}, by their best validation pass ({'; '.join(rules)}; the run "
+        f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"
     ]
     for row in choice["contenders"]:
@@ -176,6 +176,11 @@ def format_contest(choice: dict[str, Any]) -> str:
         mark = "  <- kept" if row["contender"] == choice["kept"] else ""
         lines.append(f"  {row['contender']}: {best}{mark}")
     return "\n".join(lines)
+
+
+def spoken_list(names: Sequence[str]) -> str:
+    """`names` as a sentence lists them: "a", "a and b", "a, b and c"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def log_contest(run: RunDir, choice: dict[str, Any]) -> None:
