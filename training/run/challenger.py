@@ -152,7 +152,8 @@ def format_contest(choice: dict[str, Any]) -> str:
 
     def rule(who: str, to_beat: float | None, margin: float, than: str) -> str:
         bar = "no validation years" if to_beat is None else f"Sharpe {to_beat:+.2f}"
-        return f"{who} had to beat {bar}, {margin:g} standard errors above {than}"
+        unit = "standard error" if margin == 1 else "standard errors"
+        return f"{who} had to beat {bar}, {margin:g} {unit} above {than}"
 
     rules = []
     if "challenger" in names:
