@@ -267,6 +267,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.validate()
 
+    @property
+    def contested(self) -> bool:
+        """Whether the run holds a contest (`training.run.challenger`): a challenger, holding,
+        or both, against the incumbent, each in its own folder."""
+        return bool(self.challenger) or self.hold_margin is not None
+
     def validate(self) -> None:
         """Raise `ValueError` naming the key when a value is out of its range."""
         _check(

@@ -192,7 +192,7 @@ def learn(
     it validates better than that by its margin (`training.run.challenger`). On `resume`,
     finished ones are kept and the others continue from their newest checkpoint.
     """
-    if cfg.train.challenger or cfg.train.hold_margin is not None:
+    if cfg.train.contested:
         for name, contender_cfg in contender_configs(cfg, run).items():
             contender = run.contender(name)
             state = restart_state(contender, contender_cfg.train.total_timesteps, resume)
@@ -265,7 +265,7 @@ _RESTART_STATES = {
 
 def checkpoints(run: RunDir, cfg: RunConfig) -> list[Path]:
     """The newest checkpoint of the run, or of each of its restarts or contenders that has one."""
-    if cfg.train.challenger or cfg.train.hold_margin is not None:
+    if cfg.train.contested:
         runs = [run.contender(name) for name in TRAINED]
     elif cfg.train.restarts > 1:
         runs = [run.restart(n) for n in range(1, cfg.train.restarts + 1)]
@@ -276,7 +276,7 @@ def checkpoints(run: RunDir, cfg: RunConfig) -> list[Path]:
 
 def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path]:
     model = run.best_model if run.best_model.is_file() else run.final_model
-    if cfg.train.challenger or cfg.train.hold_margin is not None:
+    if cfg.train.contested:
         names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
         outputs = {
             "model (the incumbent's, unless another validated better by its margin)": model,
