@@ -46,13 +46,16 @@ Usage:
     python benchmarks/learning.py [--quick] [--config configs/default.yaml] [--set k=v ...]
         [--seeds 0 1 2 3 4] [--kinds trend_regimes ...] [--timesteps N] [--jobs 2]
         [--out runs/learning-<time>] [--real] [--folds 3] [--configs-tried N] [--fresh-series 8]
+    python benchmarks/learning.py --combine OUT [OUT ...]
 
 `--quick` (a few minutes on 2 cores): 2 seeds, 40k timesteps, a short real walk-forward. With
 `--timesteps` (or `--quick`) the config's validation schedule is fitted to the shorter run: ten
 passes, the first held back by the same share of the run (`validation_schedule`). Runs
 go to `--out`; the tables are printed and written to `<out>/learning.json`. `--rescore OUT` trains
 nothing: it scores the agents an earlier run saved in OUT on `--fresh-series` fresh series, and
-the estimated ceiling again.
+the estimated ceiling again. `--combine OUT [OUT ...]` trains and writes nothing: it pools
+earlier runs' results into one set of tables, with the targets checked on every block of ten
+seeds (`blocks_table`), for a seed count no one run reaches.
 """
 
 from __future__ import annotations
@@ -573,7 +576,7 @@ REAL_COLUMNS = (  # (result key, heading, format, worst)
 def real_table(results: Sequence[dict[str, Any]]) -> str:
     """Median / worst over seeds of the walk-forward's combined-account figures."""
     headers = ["seeds", *(h for _, h, _, _ in REAL_COLUMNS)]
-    cells = [" ".join(str(r["seed"]) for r in results)]
+    cells = [_seeds(results)]
     for key, _, fmt, worst in REAL_COLUMNS:
         median, bad = _median_worst([r.get(key, math.nan) for r in results], worst)
         cells.append(f"{fmt.format(median)} / {fmt.format(bad)}")
@@ -688,7 +691,7 @@ def synthetic_table(results: Sequence[dict[str, Any]]) -> str:
     rows = []
     for kind in dict.fromkeys(r["kind"] for r in results):
         mine = [r for r in results if r["kind"] == kind]
-        cells = [kind, " ".join(str(r["seed"]) for r in mine)]
+        cells = [kind, _seeds(mine)]
         for key, _, fmt in SYNTHETIC_COLUMNS:
             if key not in mine[0]:  # share_fresh: only with --fresh-series > 0
                 cells.append("-")
@@ -753,9 +756,56 @@ def targets_table(results: Sequence[dict[str, Any]]) -> str:
     return _table(headers, rows)
 
 
+BLOCK = 10  # seeds per block of `blocks_table`
+
+
+def blocks_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per kind with a `Target`, per block of `BLOCK` seeds (0-9, 10-19, ...): the target's
+    figure at the median and on the worst seed, and the seeds below the worst-seed target; then
+    a row over all of them with the count of those seeds. A pooled many-seed run shows what one
+    block cannot: whether a median holds on every block, and how often the worst-seed target is
+    missed. A seed without the figure (no edge to share) is left out, as in `targets_table`."""
+    rows = []
+    for kind, target in TARGETS.items():
+        scored = sorted(
+            (r for r in results
+             if r["kind"] == kind and not math.isnan(_finite(r.get(target.key)))),
+            key=lambda r: r["seed"],
+        )  # fmt: skip
+        blocks: dict[int, list[dict[str, Any]]] = {}
+        for r in scored:
+            blocks.setdefault(r["seed"] // BLOCK, []).append(r)
+        groups = [(f"{b * BLOCK}-{b * BLOCK + BLOCK - 1}", runs) for b, runs in blocks.items()]
+        if len(groups) > 1:
+            groups.append(("all", scored))
+        for label, runs in groups:
+            values = [_finite(r[target.key]) for r in runs]
+            median, worst = _median_worst(values, "min")
+            below = [r for r, v in zip(runs, values, strict=True) if v < target.worst]
+            rows.append([
+                kind,
+                label,
+                str(len(runs)),
+                f"{median:+.2f}",
+                f"{worst:+.3f}",
+                f"{len(below)}: {_seeds(below)}" if below else "none",
+            ])  # fmt: skip
+    headers = ["series", "seeds", "n", "median", "worst", "seeds below the worst-seed target"]
+    return _table(headers, rows)
+
+
 def _seeds(runs: Sequence[dict[str, Any]]) -> str:
-    """The seeds of `runs` in order, or "none"."""
-    return " ".join(str(seed) for seed in sorted(r["seed"] for r in runs)) or "none"
+    """The seeds of `runs` in order, three or more consecutive ones as a range ("0-9 12 14"),
+    or "none"."""
+    spans: list[list[int]] = []
+    for seed in sorted(r["seed"] for r in runs):
+        if spans and seed == spans[-1][-1] + 1:
+            spans[-1].append(seed)
+        else:
+            spans.append([seed])
+    words = [" ".join(map(str, span)) if len(span) < 3 else f"{span[0]}-{span[-1]}"
+             for span in spans]  # fmt: skip
+    return " ".join(words) or "none"
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -789,6 +839,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="train nothing: score the agents of OUT/learning.json on --fresh-series series",
     )
     parser.add_argument(
+        "--combine",
+        type=Path,
+        nargs="+",
+        metavar="OUT",
+        help="train nothing: pool the results of earlier runs' OUT/learning.json into one report",
+    )
+    parser.add_argument(
         "--fresh-series",
         type=int,
         help="unseen series of its kind each agent is also scored on (default 8; quick: 2)",
@@ -817,6 +874,8 @@ def validation_schedule(config: str, overrides: Sequence[str], timesteps: int) -
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.combine:
+        return combine(args.combine)
     if args.rescore:
         n_fresh = FRESH_SERIES if args.fresh_series is None else args.fresh_series
         return rescore(args.rescore, n_fresh, args.jobs)
@@ -936,11 +995,65 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     }
 
 
+def combine(outs: Sequence[Path]) -> int:
+    """Print one report pooled from the results of earlier runs (each OUT's ``learning.json``),
+    training and writing nothing. A synthetic run (kind, seed) or a real seed held by more than
+    one OUT is taken from the last OUT that holds it, so a later run of some seeds replaces an
+    earlier one's. Each OUT's config file and overrides are printed with the runs taken from it;
+    the file is named by its path, not its content, so a pool of reports from different code
+    states is the caller's to account for. Returns 2, with one line naming the file, where an
+    OUT holds no readable results."""
+    synthetic: dict[tuple[str, int], dict[str, Any]] = {}
+    real: dict[int, dict[str, Any]] = {}
+    sources, configs_tried = [], 1
+    for out in outs:
+        path = out / "learning.json"
+        try:
+            report = json.loads(path.read_text())
+            runs, walks = report["synthetic"], report["real"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            reason = f"missing key {error}" if isinstance(error, KeyError) else error
+            print(f"benchmarks/learning.py: {path}: no benchmark results ({reason})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        synthetic.update({(r["kind"], r["seed"]): r for r in runs})
+        real.update({r["seed"]: r for r in walks})
+        configs_tried = max(configs_tried, report.get("configs_tried", 1))
+        sources.append((path, report, runs, walks))
+    print(f"pooled from {len(outs)} reports (a run in several is taken from the last):")
+    for path, report, runs, walks in sources:
+        taken = [r for r in runs if synthetic[(r["kind"], r["seed"])] is r]
+        taken_real = [r for r in walks if real[r["seed"]] is r]
+        kinds = dict.fromkeys(r["kind"] for r in taken)
+        print(f"  {path}: config {report.get('config', '?')} "
+              f"{' '.join(report.get('overrides', []))}")  # fmt: skip
+        for kind in kinds:
+            print(f"    {kind}: seeds {_seeds([r for r in taken if r['kind'] == kind])}")
+        if taken_real:
+            print(f"    real: seeds {_seeds(taken_real)}")
+    results = sorted(synthetic.values(), key=lambda r: (KINDS.index(r["kind"]), r["seed"]))
+    pooled = {"synthetic": results, "real": [real[s] for s in sorted(real)],
+              "config": "each pooled report's config", "configs_tried": configs_tried}  # fmt: skip
+    print_report(pooled, per_run=False)  # each OUT's own report has its per-run tables
+    if results:
+        print(f"\nissue #10's targets on every block of {BLOCK} seeds, and over all of them:")
+        print(blocks_table(results))
+    return 0
+
+
 def write_and_print(report: dict[str, Any], path: Path) -> int:
     """Write the benchmark's JSON report (atomically) and print its tables."""
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report, indent=2, default=str) + "\n")
     tmp.replace(path)
+    print_report(report)
+    print(f"\nresults: {path}")
+    return 0
+
+
+def print_report(report: dict[str, Any], per_run: bool = True) -> None:
+    """Print the tables of a benchmark report (``learning.json``'s content): the summaries over
+    seeds and, with `per_run`, a row for every run."""
     results, real, config = report["synthetic"], report["real"], report["config"]
     if results:
         took = f" ({report['seconds']:.0f} s in all)" if "seconds" in report else ""
@@ -951,6 +1064,7 @@ def write_and_print(report: dict[str, Any], path: Path) -> int:
         )
         print("target, the learner's own apart from those whose training bars mislead:")
         print(targets_table(results))
+    if results and per_run:
         print("\nper run: which way its training bars went, and what the agent and the estimated")
         print("ceiling made of them (tail: g - g_bh; fresh series: share of the ceiling's edge):")
         print(run_table(results))
@@ -967,12 +1081,10 @@ def write_and_print(report: dict[str, Any], path: Path) -> int:
             print(probe_table(results))
     if real:
         print(
-            f"\nreal data, walk-forward on {config}'s instruments, combined accounts, "
+            f"\nreal data, walk-forward on the instruments of {config}, combined accounts, "
             f"median / worst over seeds ({report['configs_tried']} configuration(s) tried):"
         )
         print(real_table(real))
-    print(f"\nresults: {path}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -185,3 +185,89 @@ def test_the_targets_table_tells_the_learners_misses_from_those_the_bars_mislead
     assert cells[-2:] == ["1", "none"] and cells[2] == "-0.20 (>= -0.05)"
     cells = [c.strip() for c in turnover_row.split("  ") if c.strip()]
     assert cells == ["random_walk", "turnover_per_year", "-", "30.0 (<= 25)", "0", "-"]
+
+
+def test_blocks_of_ten_seeds_show_each_blocks_median_and_misses() -> None:
+    learning = learning_module()
+    runs = [  # trend seeds 0-9 all at 0.8 but seed 3; seeds 10-12 at 0.1, 0.5, 0.9
+        {"kind": "trend_regimes", "seed": s, "share_fresh": 0.0 if s == 3 else 0.8}
+        for s in range(10)
+    ] + [
+        {"kind": "trend_regimes", "seed": 10 + k, "share_fresh": v}
+        for k, v in enumerate((0.1, 0.5, 0.9))
+    ] + [
+        {"kind": "random_walk", "seed": 4, "excess_growth": -0.2},  # one block only: no "all"
+        {"kind": "trend_regimes", "seed": 13, "share_fresh": math.nan},  # no edge: left out
+    ]  # fmt: skip
+    rows = [[c.strip() for c in line.split("  ") if c.strip()]
+            for line in learning.blocks_table(runs).splitlines()[2:]]  # fmt: skip
+    assert rows == [
+        ["trend_regimes", "0-9", "10", "+0.80", "+0.000", "1: 3"],
+        ["trend_regimes", "10-19", "3", "+0.50", "+0.100", "1: 10"],
+        ["trend_regimes", "all", "13", "+0.80", "+0.000", "2: 3 10"],
+        ["random_walk", "0-9", "1", "-0.20", "-0.200", "1: 4"],
+    ]
+
+
+def test_seed_lists_write_three_or_more_consecutive_seeds_as_a_range() -> None:
+    learning = learning_module()
+    seeds = [9, 0, 1, 2, 4, 5, 7, 8, 10, 11, 30]
+    assert learning._seeds([{"seed": s} for s in seeds]) == "0-2 4 5 7-11 30"
+    assert learning._seeds([]) == "none"
+
+
+def _report(out: Path, runs: list[dict], real: list[dict], overrides: list[str]) -> Path:
+    out.mkdir()
+    report = {"config": "configs/default.yaml", "overrides": overrides, "synthetic": runs,
+              "real": real, "configs_tried": 5}  # fmt: skip
+    (out / "learning.json").write_text(json.dumps(report))
+    return out
+
+
+def test_combine_pools_reports_the_last_holding_a_run_wins_and_nothing_is_written(
+    tmp_path: Path, capsys
+) -> None:
+    learning = learning_module()
+
+    def walk(seed: int, growth: float) -> dict:
+        growths = {f"growth_{k}": 0.5 for k in ("buy_and_hold", "ceiling", "oracle")}
+        return {"kind": "random_walk", "seed": seed, "excess_growth": growth,
+                "growth_agent": 0.5 + growth, "turnover_per_year": 1.0, **growths}  # fmt: skip
+
+    def real(seed: int, sharpe: float) -> dict:
+        return {"seed": seed, "sharpe": sharpe, "sharpe_buy_and_hold": 1.0}
+
+    first = _report(tmp_path / "a", [walk(s, -0.3) for s in range(12)], [real(0, 0.1)], ["x=1"])
+    second = _report(tmp_path / "b", [walk(1, 0.0), walk(11, 0.0)], [real(0, 1.5)], ["y=2"])
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert learning.main(["--combine", str(first), str(second)]) == 0
+    printed = capsys.readouterr().out
+    assert f"{first / 'learning.json'}: config configs/default.yaml x=1" in printed
+    assert "    random_walk: seeds 0 2-10\n" in printed  # 1 and 11 come from the later report
+    assert f"{second / 'learning.json'}: config configs/default.yaml y=2" in printed
+    assert "    random_walk: seeds 1 11\n    real: seeds 0\n" in printed
+    blocks = printed.split("every block of 10 seeds")[1]
+    assert "random_walk  0-9    10  -0.30   -0.300  9: 0 2-9" in blocks
+    assert "random_walk  10-19  2   -0.15   -0.300  1: 10" in blocks
+    assert "random_walk  all    12  -0.30   -0.300  10: 0 2-10" in blocks
+    real_row = printed.split("(5 configuration(s) tried):")[1].splitlines()[3]
+    assert real_row.split()[:4] == ["0", "1.50", "/", "1.50"]
+    assert "per run" not in printed  # each report's own output has those tables
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_combine_names_a_report_it_cannot_read_in_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "learning.json").write_text('{"real": []}')
+    for out, reason in ((broken, "missing key 'synthetic'"), (tmp_path / "absent", "No such")):
+        done = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "learning.py"), "--combine", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2 and done.stdout == ""
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"benchmarks/learning.py: {out / 'learning.json'}: no benchmark")
+        assert reason in line
