@@ -111,8 +111,19 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
     assert "training bars: g_bh" in done.stdout
 
 
+def report_module():
+    """benchmarks/learning_report.py, the benchmark's tables, as a module."""
+    learning_module()  # puts benchmarks/ on the path
+    import learning_report
+
+    return learning_report
+
+
 def learning_module():
-    """benchmarks/learning.py as a module (benchmarks/ is not a package)."""
+    """benchmarks/learning.py as a module (benchmarks/ is not a package: its scripts import
+    their sibling modules from their own folder, as when run)."""
+    if str(REPO / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(REPO / "benchmarks"))
     spec = importlib.util.spec_from_file_location("learning", REPO / "benchmarks" / "learning.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -139,6 +150,7 @@ def test_a_shorter_run_keeps_the_configs_validation_schedule(tmp_path: Path, cap
 
 def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
     learning = learning_module()
+    report = report_module()
     series, split = learning.synthetic_series("trend_regimes", 16)
     train, validation = split.splits[0].train, split.splits[0].validation
     close = series.market.close  # [7000] training, validation, tail in that order
@@ -152,7 +164,7 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
         {"kind": "trend_regimes", "seed": 16, "growth_training_bars": growth, **fresh},
         {"kind": "random_walk", "seed": 3},  # an older report: none of the figures
     ]
-    header, _, trend, walk = learning.run_table(runs).splitlines()
+    header, _, trend, walk = report.run_table(runs).splitlines()
     assert "training bars: g_bh" in header
     assert trend.split()[:4] == ["trend_regimes", "16", f"{growth:+.2f}", "nan"]
     assert trend.split()[-2:] == ["+0.72", "nan"]
@@ -160,7 +172,7 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
 
 
 def test_the_targets_table_tells_the_learners_misses_from_those_the_bars_mislead() -> None:
-    learning = learning_module()
+    report = report_module()
     trend = [  # (seed, agent's share, estimated ceiling's share)
         (0, 0.7, 0.9),
         (1, 0.1, 0.8),  # the bars allow 0.8: the learner's own miss
@@ -176,7 +188,7 @@ def test_the_targets_table_tells_the_learners_misses_from_those_the_bars_mislead
         {"kind": "random_walk", "seed": 1, "excess_growth": -0.4, "turnover_per_year": 2.0},
         {"kind": "crash_risk", "seed": 0, "share_fresh": -3.0},  # no target
     ]
-    _, _, trend_row, walk_row, turnover_row = learning.targets_table(runs).splitlines()
+    _, _, trend_row, walk_row, turnover_row = report.targets_table(runs).splitlines()
     cells = [c.strip() for c in trend_row.split("  ") if c.strip()]
     assert cells == ["trend_regimes", "share_fresh", "+0.38 (>= +0.60)", "-0.200 (>= +0.30)",
                      "1", "2"]  # fmt: skip
@@ -188,7 +200,7 @@ def test_the_targets_table_tells_the_learners_misses_from_those_the_bars_mislead
 
 
 def test_blocks_of_ten_seeds_show_each_blocks_median_and_misses() -> None:
-    learning = learning_module()
+    report = report_module()
     runs = [  # trend seeds 0-9 all at 0.8 but seed 3; seeds 10-12 at 0.1, 0.5, 0.9
         {"kind": "trend_regimes", "seed": s, "share_fresh": 0.0 if s == 3 else 0.8}
         for s in range(10)
@@ -200,7 +212,7 @@ def test_blocks_of_ten_seeds_show_each_blocks_median_and_misses() -> None:
         {"kind": "trend_regimes", "seed": 13, "share_fresh": math.nan},  # no edge: left out
     ]  # fmt: skip
     rows = [[c.strip() for c in line.split("  ") if c.strip()]
-            for line in learning.blocks_table(runs).splitlines()[2:]]  # fmt: skip
+            for line in report.blocks_table(runs).splitlines()[2:]]  # fmt: skip
     assert rows == [
         ["trend_regimes", "0-9", "10", "+0.80", "+0.000", "1: 3"],
         ["trend_regimes", "10-19", "3", "+0.50", "+0.100", "1: 10"],
@@ -210,10 +222,10 @@ def test_blocks_of_ten_seeds_show_each_blocks_median_and_misses() -> None:
 
 
 def test_seed_lists_write_three_or_more_consecutive_seeds_as_a_range() -> None:
-    learning = learning_module()
+    report = report_module()
     seeds = [9, 0, 1, 2, 4, 5, 7, 8, 10, 11, 30]
-    assert learning._seeds([{"seed": s} for s in seeds]) == "0-2 4 5 7-11 30"
-    assert learning._seeds([]) == "none"
+    assert report.seed_list([{"seed": s} for s in seeds]) == "0-2 4 5 7-11 30"
+    assert report.seed_list([]) == "none"
 
 
 def _report(out: Path, runs: list[dict], real: list[dict], overrides: list[str]) -> Path:

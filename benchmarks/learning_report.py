@@ -1,0 +1,330 @@
+"""The learning benchmark's report (`benchmarks/learning.py`): issue #10's targets, and the
+tables printed from the benchmark's results (``learning.json``'s "synthetic" and "real" lists,
+one dict per run) or from several pooled (`--combine`)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Target:
+    """Issue #10's target on one kind of series: the agent's figure `key` must reach `median`
+    at the median over seeds and `worst` on every seed; `estimated` is the same figure for the
+    estimated ceiling, which tells a seed whose training bars mislead from the learner's own."""
+
+    key: str
+    estimated: str
+    median: float
+    worst: float
+
+
+TARGETS = {  # by kind; crash risk has no target (and no estimated ceiling)
+    "trend_regimes": Target("share_fresh", "share_estimated_fresh", 0.6, 0.3),
+    "mean_reversion": Target("share_fresh", "share_estimated_fresh", 0.6, 0.3),
+    # Calm / turbulent kinds by expected growth: their edge is a sizing one, and the price
+    # noise of one tail outweighs it (benchmarks/RESULTS.md, ninth round).
+    "volatility_regimes": Target(
+        "share_expected_fresh", "share_estimated_expected_fresh", 0.6, 0.3
+    ),
+    "turbulence_regimes": Target(
+        "share_expected_fresh", "share_estimated_expected_fresh", 0.6, 0.3
+    ),
+    # No edge to share: log growth on the tail no more than 0.05 below buy-and-hold's.
+    "random_walk": Target("excess_growth", "excess_growth_estimated", -0.05, -0.05),
+}
+RANDOM_WALK_TURNOVER = 25.0  # the random walk's other target: trades a year, every seed
+
+
+REAL_COLUMNS = (  # (result key, heading, format, worst)
+    ("sharpe", "sharpe", "{:.2f}", "min"),
+    ("sharpe_buy_and_hold", "b&h sharpe", "{:.2f}", "min"),
+    ("sharpe_minus_buy_and_hold", "sharpe - b&h", "{:+.2f}", "min"),
+    ("sharpe_sized_hold", "sized hold sharpe", "{:.2f}", "min"),
+    ("max_drawdown_pct", "max dd %", "{:.1f}", "max"),
+    ("turnover_per_year", "turnover/yr", "{:.1f}", "max"),
+    ("fees_pct_per_year", "fees %/yr", "{:.2f}", "max"),
+    ("noise_probability", "P(edge is noise)", "{:.2f}", "max"),
+)
+
+
+def real_table(results: Sequence[dict[str, Any]]) -> str:
+    """Median / worst over seeds of the walk-forward's combined-account figures."""
+    headers = ["seeds", *(h for _, h, _, _ in REAL_COLUMNS)]
+    cells = [seed_list(results)]
+    for key, _, fmt, worst in REAL_COLUMNS:
+        median, bad = _median_worst([r.get(key, math.nan) for r in results], worst)
+        cells.append(f"{fmt.format(median)} / {fmt.format(bad)}")
+    return _table(headers, [cells])
+
+
+def finite(value: float | None) -> float:
+    """A metric read back from JSON, where NaN is written as null."""
+    return math.nan if value is None else float(value)
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+SYNTHETIC_COLUMNS = (  # (result key, heading, format)
+    ("share", "share of ceiling edge", "{:.2f}"),
+    ("share_fresh", "share, fresh series", "{:.2f}"),
+    ("excess_growth", "g_agent - g_bh", "{:+.3f}"),
+    ("excess_growth_fresh", "g_agent - g_bh, fresh", "{:+.3f}"),
+    ("share_estimated", "est. ceiling share", "{:.2f}"),
+    ("share_estimated_fresh", "est. ceiling, fresh", "{:.2f}"),
+    ("excess_growth_estimated", "g_est - g_bh", "{:+.3f}"),
+    ("excess_growth_estimated_fresh", "g_est - g_bh, fresh", "{:+.3f}"),
+    ("share_expected_fresh", "share, fresh, expected g", "{:.2f}"),
+    ("excess_growth_expected_fresh", "g_agent - g_bh, fresh, expected", "{:+.3f}"),
+    ("share_estimated_expected_fresh", "est. ceiling, fresh, expected g", "{:.2f}"),
+    ("share_sized_hold_expected_fresh", "sized hold, fresh, expected g", "{:.2f}"),
+    ("turnover_per_year", "turnover/yr", "{:.1f}"),
+    ("fees_pct_per_year", "fees %/yr", "{:.2f}"),
+    ("gap_chosen", "gap (chosen)", "{:+.2f}"),
+    ("gap_last", "gap (end)", "{:+.2f}"),
+)
+
+
+def _median_worst(values: Sequence[float], worst: str) -> tuple[float, float]:
+    finite = [v for v in values if not math.isnan(v)]
+    if not finite:
+        return math.nan, math.nan
+    pick = min if worst == "min" else max
+    return statistics.median(finite), pick(finite)
+
+
+def exposure_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per regime series: the agent's mean held exposure and chosen leverage in each state."""
+    rows = []
+    for r in results:
+        if "exposure_state0" in r:
+            cells = [r["kind"], str(r["seed"])]
+            for k in (0, 1):  # a tail may see one regime only
+                exposure = r.get(f"exposure_state{k}", math.nan)
+                cells.append(f"{exposure:.2f} / {r.get(f'leverage_state{k}', math.nan):.2f}")
+            rows.append(cells)
+    headers = ["series", "seed", "state 0: exposure / leverage", "state 1: exposure / leverage"]
+    return _table(headers, rows)
+
+
+def run_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per run: which way its training bars went (`training_bars_growth`), the agent's and the
+    estimated ceiling's log growth over buy-and-hold on the tail, and their shares of the fair
+    ceiling's edge on fresh series (nan where there is no edge, as on a random walk)."""
+    columns = (
+        ("growth_training_bars", "{:+.2f}"),
+        ("excess_growth", "{:+.3f}"),
+        ("excess_growth_estimated", "{:+.3f}"),
+        ("share_fresh", "{:+.2f}"),
+        ("share_estimated_fresh", "{:+.2f}"),
+    )
+    rows = [
+        [r["kind"], str(r["seed"]), *(_cell(r.get(key, math.nan), f) for key, f in columns)]
+        for r in results
+    ]
+    headers = [
+        "series",
+        "seed",
+        "training bars: g_bh",
+        "g_agent - g_bh",
+        "g_est - g_bh",
+        "share, fresh",
+        "est. ceiling share, fresh",
+    ]
+    return _table(headers, rows)
+
+
+def _cell(value: float, spec: str) -> str:
+    """`value` formatted by `spec`, or "nan" (never "+nan") where it is missing."""
+    return "nan" if math.isnan(value) else spec.format(value)
+
+
+def probe_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per run on a `VOLATILITY_KINDS` series: the heads' answer to the volatility level alone
+    (`volatility_probe`)."""
+    rows = [
+        [r["kind"], str(r["seed"]), *(f"{r[f'probe_leverage_state{k}']:.2f} / "
+                                      f"{r[f'probe_flat_state{k}']:.2f}" for k in (0, 1))]
+        for r in results
+        if "probe_leverage_state0" in r
+    ]  # fmt: skip
+    headers = ["series", "seed", "calm: leverage / P(flat)", "turbulent: leverage / P(flat)"]
+    return _table(headers, rows)
+
+
+def synthetic_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per kind: median / worst over seeds of each column, and the references' growth."""
+    worst_of = {"turnover_per_year": "max", "fees_pct_per_year": "max", "gap_chosen": "max",
+                "gap_last": "max"}  # fmt: skip
+    headers = [
+        "series",
+        "seeds",
+        *(h for _, h, _ in SYNTHETIC_COLUMNS),
+        "pooled share",
+        "g: agent/bh/ceil/oracle",
+    ]
+    rows = []
+    for kind in dict.fromkeys(r["kind"] for r in results):
+        mine = [r for r in results if r["kind"] == kind]
+        cells = [kind, seed_list(mine)]
+        for key, _, fmt in SYNTHETIC_COLUMNS:
+            if key not in mine[0]:  # share_fresh: only with --fresh-series > 0
+                cells.append("-")
+                continue
+            median, worst = _median_worst([r[key] for r in mine], worst_of.get(key, "min"))
+            cells.append(f"{fmt.format(median)} / {fmt.format(worst)}")
+        # Pooled over seeds: sum of the agent's edges over sum of the ceiling's (robust where one
+        # seed's ceiling barely beats buy-and-hold and its own share is a ratio of two small
+        # numbers).
+        edge = sum(r["growth_ceiling"] - r["growth_buy_and_hold"] for r in mine)
+        gained = sum(r["excess_growth"] for r in mine)
+        cells.append(f"{gained / edge:.2f}" if edge > 0 else "nan")
+        growths = [
+            statistics.median(r[k] for r in mine)
+            for k in ("growth_agent", "growth_buy_and_hold", "growth_ceiling", "growth_oracle")
+        ]
+        cells.append(" / ".join(f"{g:.2f}" for g in growths))
+        rows.append(cells)
+    return _table(headers, rows)
+
+
+def targets_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per kind with a `Target`: the agent's median and worst over seeds against it, and the
+    seeds below the worst-seed target, split by whether the estimated ceiling, fitted to the same
+    training bars, reaches it there. Where it does not, the bars themselves mislead (a trend
+    range that fell, a random walk that fell): no learner of those bars can be asked to; the
+    others are the learner's own misses. A seed without the figure (no edge to share) is left
+    out."""
+    rows = []
+    for kind, target in TARGETS.items():
+        scored = [r for r in results
+                  if r["kind"] == kind and not math.isnan(finite(r.get(target.key)))]  # fmt: skip
+        if not scored:
+            continue
+        median, worst = _median_worst([finite(r[target.key]) for r in scored], "min")
+        own, misled = [], []
+        for r in scored:
+            if finite(r[target.key]) < target.worst:
+                bars_mislead = finite(r.get(target.estimated)) < target.worst
+                (misled if bars_mislead else own).append(r)
+        rows.append([
+            kind,
+            target.key,
+            f"{median:+.2f} (>= {target.median:+.2f})",
+            f"{worst:+.3f} (>= {target.worst:+.2f})",
+            seed_list(own),
+            seed_list(misled),
+        ])  # fmt: skip
+        if kind == "random_walk":
+            busy = [r for r in scored if r["turnover_per_year"] > RANDOM_WALK_TURNOVER]
+            worst = max(r["turnover_per_year"] for r in scored)
+            rows.append([kind, "turnover_per_year", "-", f"{worst:.1f} (<= "
+                         f"{RANDOM_WALK_TURNOVER:.0f})", seed_list(busy), "-"])  # fmt: skip
+    headers = [
+        "series",
+        "figure",
+        "median (target)",
+        "worst (target)",
+        "seeds below: learner's own",
+        "seeds below: bars mislead (est. ceiling below too)",
+    ]
+    return _table(headers, rows)
+
+
+BLOCK = 10  # seeds per block of `blocks_table`
+
+
+def blocks_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per kind with a `Target`, per block of `BLOCK` seeds (0-9, 10-19, ...): the target's
+    figure at the median and on the worst seed, and the seeds below the worst-seed target; then
+    a row over all of them with the count of those seeds. A pooled many-seed run shows what one
+    block cannot: whether a median holds on every block, and how often the worst-seed target is
+    missed. A seed without the figure (no edge to share) is left out, as in `targets_table`."""
+    rows = []
+    for kind, target in TARGETS.items():
+        scored = sorted(
+            (r for r in results
+             if r["kind"] == kind and not math.isnan(finite(r.get(target.key)))),
+            key=lambda r: r["seed"],
+        )  # fmt: skip
+        blocks: dict[int, list[dict[str, Any]]] = {}
+        for r in scored:
+            blocks.setdefault(r["seed"] // BLOCK, []).append(r)
+        groups = [(f"{b * BLOCK}-{b * BLOCK + BLOCK - 1}", runs) for b, runs in blocks.items()]
+        if len(groups) > 1:
+            groups.append(("all", scored))
+        for label, runs in groups:
+            values = [finite(r[target.key]) for r in runs]
+            median, worst = _median_worst(values, "min")
+            below = [r for r, v in zip(runs, values, strict=True) if v < target.worst]
+            rows.append([
+                kind,
+                label,
+                str(len(runs)),
+                f"{median:+.2f}",
+                f"{worst:+.3f}",
+                f"{len(below)}: {seed_list(below)}" if below else "none",
+            ])  # fmt: skip
+    headers = ["series", "seeds", "n", "median", "worst", "seeds below the worst-seed target"]
+    return _table(headers, rows)
+
+
+def seed_list(runs: Sequence[dict[str, Any]]) -> str:
+    """The seeds of `runs` in order, three or more consecutive ones as a range ("0-9 12 14"),
+    or "none"."""
+    spans: list[list[int]] = []
+    for seed in sorted(r["seed"] for r in runs):
+        if spans and seed == spans[-1][-1] + 1:
+            spans[-1].append(seed)
+        else:
+            spans.append([seed])
+    words = [" ".join(map(str, span)) if len(span) < 3 else f"{span[0]}-{span[-1]}"
+             for span in spans]  # fmt: skip
+    return " ".join(words) or "none"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = [headers, ["-" * w for w in widths], *rows]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
+                     for line in lines)  # fmt: skip
+
+
+def print_report(report: dict[str, Any], per_run: bool = True) -> None:
+    """Print the tables of a benchmark report (``learning.json``'s content): the summaries over
+    seeds and, with `per_run`, a row for every run."""
+    results, real, config = report["synthetic"], report["real"], report["config"]
+    if results:
+        took = f" ({report['seconds']:.0f} s in all)" if "seconds" in report else ""
+        print(f"\nsynthetic series, median / worst over seeds{took}:")
+        print(synthetic_table(results))
+        print(
+            "\nissue #10's targets: median and worst over seeds, and the seeds below the worst-seed"
+        )
+        print("target, the learner's own apart from those whose training bars mislead:")
+        print(targets_table(results))
+    if results and per_run:
+        print("\nper run: which way its training bars went, and what the agent and the estimated")
+        print("ceiling made of them (tail: g - g_bh; fresh series: share of the ceiling's edge):")
+        print(run_table(results))
+        print(
+            "\nheld exposure and chosen leverage by hidden state (trend: 0 down, 1 up; "
+            "volatility and turbulence: 0 calm, 1 turbulent; crash: 0 calm, 1 fragile):"
+        )
+        print(exposure_table(results))
+        if any("probe_leverage_state0" in r for r in results):
+            print(
+                "\nvolatility probe: the same observations with the volatility level set to each "
+                "regime's (expected leverage, P(flat)):"
+            )
+            print(probe_table(results))
+    if real:
+        print(
+            f"\nreal data, walk-forward on the instruments of {config}, combined accounts, "
+            f"median / worst over seeds ({report['configs_tried']} configuration(s) tried):"
+        )
+        print(real_table(real))
