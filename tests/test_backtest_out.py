@@ -70,3 +70,46 @@ def test_cli_writes_only_inside_the_run_folder(smoke_run, tmp_path, capsys):
         ("place", "run", "backtest", f"{STEM}-2017-06-30T0800-to-last"),
     }
     assert (run / "backtest" / f"{STEM}-2017-06-30T0800-to-last" / "metrics.json").is_file()
+
+
+def test_running_again_keeps_the_earlier_report(smoke_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(smoke_run, run, ignore=shutil.ignore_patterns("backtest", "tb"))
+    args = ["--model", str(run), "--data", str(GOOGL)]
+    assert main(args) == 0 and main(args) == 0
+    first, second = run / "backtest" / STEM, run / "backtest" / f"{STEM}-2"
+    assert f"report: {second}" in capsys.readouterr().out
+    assert (first / "metrics.json").read_bytes() == (second / "metrics.json").read_bytes()
+
+    # An --out that holds a report is refused before anything is computed or written.
+    before = {path: path.stat().st_mtime_ns for path in first.iterdir()}
+    assert main([*args, "--out", str(first)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"error: {first}: already holds metrics.json, next_order.json" in err
+    assert "pass another --out, or move them away" in err
+    assert {path: path.stat().st_mtime_ns for path in first.iterdir()} == before
+    # A folder holding other files only is fine.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert main([*args, "--out", str(other)]) == 0
+    assert (other / "metrics.json").is_file() and (other / "notes.txt").read_text() == "mine"
+
+
+def test_a_model_trained_with_adjust_backtests_a_file_without_an_adjusted_close(
+    smoke_run, tmp_path, capsys
+):
+    # The default run adjusts the files that have an adjusted close and uses KO's as it is; its
+    # model backtests on KO's file the same way, with the same warning.
+    run = tmp_path / "run"
+    shutil.copytree(smoke_run, run, ignore=shutil.ignore_patterns("backtest", "tb"))
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("adjust: false", "adjust: true"))
+    ko = REPO / "data" / "zipline_KO_daily.csv"
+    with pytest.warns(UserWarning, match=r"data\.adjust: no adjusted close in zipline_KO_daily"):
+        assert main(["--model", str(run), "--data", str(ko), "--out", str(tmp_path / "ko")]) == 0
+    # Asked for explicitly, adjusting a file without one is a one-line error.
+    assert main(["--model", str(run), "--data", str(ko), "--adjust"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing column Adj Close (adjust=True needs it)" in err

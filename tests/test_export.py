@@ -199,6 +199,16 @@ def test_cli_user_mistakes_are_one_line_and_exit_2(
     assert not list(tmp_path.rglob("*.onnx"))
 
 
+def test_cli_never_replaces_an_earlier_export(smoke_run, tmp_path, capsys):
+    out = tmp_path / "agent.onnx"
+    out.write_bytes(b"an earlier export")
+    assert export.main(["--model", str(smoke_run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"error: {tmp_path}: already holds agent.onnx from an earlier run; pass another" in err
+    assert out.read_bytes() == b"an earlier export"
+
+
 def test_cli_parity_failure_is_one_line_and_writes_nothing(
     smoke_run, tmp_path, capsys, monkeypatch
 ):

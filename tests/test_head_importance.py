@@ -1,6 +1,7 @@
 """Head importance, pruning and attention maps: identities, a short training run, the CLI."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -258,6 +259,25 @@ def test_cli_prune_saves_a_smaller_model_that_acts_like_the_gated_one(smoke_run,
     assert np.array(
         json.loads((again / "importance.json").read_text())["importance"]["value"]
     ).shape == (1, 2)
+
+
+def test_cli_running_a_command_again_keeps_its_earlier_files(smoke_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(smoke_run, run)
+    args = ["attention", "--model", str(run), "--data", str(DATA), "--date", "2016-03-04"]
+    assert heads_main(args) == 0 and heads_main(args) == 0
+    stem = "attention_2016-03-04"
+    assert (run / "heads" / f"{stem}.json").is_file() and (
+        run / "heads-2" / f"{stem}.json"
+    ).is_file()
+    assert f"{run / 'heads-2' / stem}.png" in capsys.readouterr().out
+    # Another date writes other files: the first folder takes them.
+    assert heads_main([*args[:-1], "2016-03-07"]) == 0
+    assert (run / "heads" / "attention_2016-03-07.json").is_file()
+    # An --out that holds the files is refused in one line.
+    assert heads_main([*args, "--out", str(run / "heads")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{run / 'heads'}: already holds {stem}.png, {stem}.json" in err
 
 
 @pytest.mark.parametrize("full", [False, True])

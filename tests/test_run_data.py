@@ -7,7 +7,13 @@ import pytest
 
 from envs.market_data import DataError
 from training.config import DEFAULT_CONFIG_PATH, load_config
-from training.run.data import RunData, data_files, instrument_name, load_run_markets
+from training.run.data import (
+    RunData,
+    data_files,
+    instrument_name,
+    load_run_market,
+    load_run_markets,
+)
 
 WIKI = "data/wiki_AAPL_FB_GOOG_IBM_MSFT_daily.csv"
 GOOGL = "data/gymanytrading_GOOGL_daily.csv"
@@ -26,6 +32,25 @@ def test_the_default_config_trains_on_every_bundled_instrument():
     wiki_aapl = next(m for m in markets if m.ticker == "AAPL")
     split_day = int(np.searchsorted(wiki_aapl.timestamps, np.datetime64("2000-06-21")))
     assert wiki_aapl.close[split_day] / wiki_aapl.close[split_day - 1] > 0.8  # split adjusted
+
+
+def test_one_file_of_an_adjusted_run_is_adjusted_where_it_can_be():
+    # A model of the default run (data.adjust: true) meets KO's file, which has no adjusted
+    # close, in a backtest: used as it is, with the warning the run gave; WIKI's is adjusted.
+    cfg = load_config(DEFAULT_CONFIG_PATH)
+    with pytest.warns(UserWarning, match=r"no adjusted close in zipline_KO_daily\.csv"):
+        ko = load_run_market(cfg, "data/zipline_KO_daily.csv")
+    assert len(ko.close) == 754  # 2012-2014
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aapl = load_run_market(cfg, WIKI, ticker="AAPL")
+    split_day = int(np.searchsorted(aapl.timestamps, np.datetime64("2000-06-21")))
+    assert aapl.close[split_day] / aapl.close[split_day - 1] > 0.8  # split adjusted
+    with pytest.raises(DataError, match=r"missing column Adj Close \(adjust=True needs it\)"):
+        load_run_market(cfg, "data/zipline_KO_daily.csv", adjust=True)  # asked for explicitly
+    single = load_config(None, ["data.path=data/zipline_KO_daily.csv", "data.adjust=true"])
+    with pytest.raises(DataError, match=r"missing column Adj Close"):
+        load_run_markets(single)  # a run of one file asks it of that file
 
 
 def test_tickers_are_picked_across_files_in_the_order_given():

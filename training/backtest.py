@@ -12,12 +12,14 @@ the run folder above). The config builds the policy (the file holds only its ten
 the env settings: window, levels, costs. `--start`/`--end` pick the bars to trade by
 date (a date without a time includes that whole day); earlier bars still fill the first windows.
 
-Outputs in `--out` (default `<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`), each
-written atomically once everything has been computed: `metrics.json`, `equity.csv`, `trades.csv`,
-`report.png` and `next_order.json` (`training.evaluation.backtest.write_report`). The metrics
-table and the next order are printed. A user mistake (a file that is not one of our model files,
-such as an SB3 zip, whose pickled objects are never loaded; data that does not fit it; a date
-range without enough bars) prints one line on stderr and exits with code 2.
+Outputs in `--out` (default `<run_dir>/backtest/<data-file-stem>[-ticker][-start-to-end]`, or
+that name with `-2`, `-3`, ... when an earlier backtest is there: none is replaced, and an
+`--out` holding one is refused), each written atomically once everything has been computed:
+`metrics.json`, `equity.csv`, `trades.csv`, `report.png` and `next_order.json`
+(`training.evaluation.backtest.write_report`). The metrics table and the next order are printed.
+A user mistake (a file that is not one of our model files, such as an SB3 zip, whose pickled
+objects are never loaded; data that does not fit it; a date range without enough bars) prints
+one line on stderr and exits with code 2.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from envs import load_market_data
 from envs.market_data import parse_time
-from training.cli import add_model_and_data_arguments, reports_user_errors
+from training.cli import add_model_and_data_arguments, output_folder, reports_user_errors
 from training.evaluation.backtest import (
+    REPORT_FILES,
     BacktestError,
     backtest,
     default_title,
@@ -42,6 +44,7 @@ from training.evaluation.backtest import (
     select_bars,
     write_report,
 )
+from training.run.data import load_run_market
 from training.run.folder import ModelError, RunDir, load_model
 
 
@@ -55,7 +58,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--adjust",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="split-adjust prices from Adj Close (default: as the model was trained)",
+        help="split-adjust prices from Adj Close (default: as the model was trained, in a file "
+        "that has an adjusted close)",
     )
     parser.add_argument("--start", help="first date to trade (earlier bars serve as history)")
     parser.add_argument("--end", help="last date to trade (a date includes its whole day)")
@@ -97,17 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Backtest; print the metrics table and where the report is. User mistakes exit 2."""
     args = parse_args(argv)
     loaded = load_model(args.model)
+    out = output_folder(args.out, default_out(loaded.run_dir, args), REPORT_FILES)
     cfg = loaded.config
-    market = load_market_data(
-        args.data,
-        ticker=args.ticker,
-        adjust=cfg.data.adjust if args.adjust is None else args.adjust,
-        min_rows=cfg.env.window + 1,
-    )
+    market = load_run_market(cfg, args.data, ticker=args.ticker, adjust=args.adjust)
     bars = select_bars(market, args.start, args.end)
     env = evaluation_env(market, cfg.env, bars)
     result = backtest(loaded.policy, env)
-    out = args.out or default_out(loaded.run_dir, args)
     title = f"{loaded.path.name} on {default_title(env)}"
     seen = in_sample(RunDir(loaded.run_dir), env)
     if seen is not None:

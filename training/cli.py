@@ -15,7 +15,7 @@ import functools
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -31,6 +31,10 @@ class Main(Protocol):
         ...
 
 
+class OutputError(ValueError):
+    """An output that would replace an earlier one (one line: where, what, what to do)."""
+
+
 BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, as a shell reports it
 INTERRUPTED_STATUS = 130  # 128 + SIGINT
 
@@ -40,7 +44,7 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
     `error: <message>` on stderr, with no traceback, and return 2; a closed stdout returns
     `BROKEN_PIPE_STATUS` and Ctrl-C `INTERRUPTED_STATUS` (module doc)."""
 
-    user_errors: tuple[type[Exception], ...] = (ConfigError, DataError, *extra)
+    user_errors: tuple[type[Exception], ...] = (ConfigError, DataError, OutputError, *extra)
 
     def decorate(main: Main) -> Main:
         @functools.wraps(main)
@@ -101,3 +105,35 @@ def add_model_and_data_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--data", type=Path, required=True, help="OHLCV CSV")
     parser.add_argument("--ticker", help="ticker to select in a multi-ticker CSV")
+
+
+def unused_in(folder: Path, names: Iterable[str]) -> Path:
+    """`folder`, when it holds none of the files `names`; else an `OutputError` naming them.
+
+    A command's outputs never replace an earlier command's: the user moves them, or passes
+    another `--out`. Other files in `folder` do not matter.
+    """
+    found = [name for name in names if (folder / name).exists()]
+    if found:
+        raise OutputError(
+            f"{folder}: already holds {', '.join(found)} from an earlier run; pass another "
+            "--out, or move them away"
+        )
+    return folder
+
+
+def output_folder(given: Path | None, default: Path, names: Iterable[str]) -> Path:
+    """Where a command writes the files `names`, never over an earlier output.
+
+    `given` (the user's `--out`) must hold none of them (`unused_in`). Without it, the first of
+    `default`, `default-2`, `default-3`, ... that holds none of them: running a command again
+    keeps what it wrote before.
+    """
+    names = list(names)
+    if given is not None:
+        return unused_in(given, names)
+    folder, count = default, 1
+    while any((folder / name).exists() for name in names):
+        count += 1
+        folder = default.with_name(f"{default.name}-{count}")
+    return folder

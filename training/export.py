@@ -15,8 +15,9 @@ onnxruntime against the torch policy on observations of the run's held-out test 
 deterministic agent's rollout plus a seeded random-action rollout, so that positions vary). The
 argmax of each head must equal ``predict``'s action on every sample, and every logit and value
 must satisfy ``|onnx - torch| <= TOLERANCE * max(1, |torch|)``, TOLERANCE = 1e-4 (measured:
-~1e-8 for logits and ~1e-7 for values of the smoke model). A failure, a missing run folder or an
-unwritable output is one line on stderr and exit status 2; the file is written atomically.
+~1e-8 for logits and ~1e-7 for values of the smoke model). A failure, a missing run folder, an
+unwritable output or one that exists already (an earlier export is never replaced) is one line
+on stderr and exit status 2; the file is written atomically.
 
 Exporter: torch's TorchScript-based one (``dynamo=False``). It needs no package beyond `onnx`
 and handles ``F.scaled_dot_product_attention`` and pruned layers (also with no head left). The
@@ -47,7 +48,7 @@ from envs import EnvConfig, MarketData, TradingEnv
 from envs.config import HEAD_NAMES
 from envs.execution import ACCOUNT_FEATURES
 from envs.market_data import time_labels
-from training.cli import reports_user_errors
+from training.cli import reports_user_errors, unused_in
 from training.config import RunConfig
 from training.run.atomic import json_safe, write_atomic
 from training.run.data import RunData
@@ -255,6 +256,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Export, check parity on the run's test split, write the file. User mistakes exit 2."""
     args = parse_args(argv)
+    unused_in(args.out.parent, [args.out.name])  # never over an earlier export
     policy, cfg = load_run(args.model)
     model = export_policy(policy, cfg.env, adjust=cfg.data.adjust)
     data = RunData.load(cfg)  # parity on the run's held-out bars, of its first such instrument

@@ -29,7 +29,9 @@ weights over the window from the pooled position (`--full`: the whole T x T maps
 `--model` is a run folder (its `best_model.safetensors`, else `final_model.safetensors`) or a
 model file with its run's `config.yaml` next to it; the config builds the policy (the file holds
 only its tensors) and gives the env settings and the splits. Outputs go to
-`--out` (default `<run_dir>/heads`), each file written atomically. A user mistake (not one of
+`--out` (default `<run_dir>/heads`, or `heads-2`, `heads-3`, ... when the files a command
+writes are there from an earlier run: none is replaced, and an `--out` holding them is
+refused), each file written atomically. A user mistake (not one of
 our model files, such as an SB3 zip; data that does not fit it; a bad date or share) prints one
 line on stderr and exits with code 2.
 """
@@ -37,6 +39,7 @@ line on stderr and exits with code 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +47,7 @@ from pathlib import Path
 from training.attention.commands import COMMANDS, RUNNERS, SPLITS, UsageError
 from training.attention.importance import TARGETS
 from training.attention.maps import DateError
-from training.cli import add_model_and_data_arguments, reports_user_errors
+from training.cli import add_model_and_data_arguments, output_folder, reports_user_errors
 from training.evaluation.backtest import BacktestError
 from training.run.folder import ModelError, load_model
 
@@ -107,8 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; print where its files are. User mistakes exit 2 with one line."""
     args = parse_args(argv)
     loaded = load_model(args.model)
-    out = args.out or loaded.run_dir / "heads"
-    written = RUNNERS[args.command](loaded, args, out)
+    folder_for = functools.partial(output_folder, args.out, loaded.run_dir / "heads")
+    written = RUNNERS[args.command](loaded, args, folder_for)
     print("\n".join(["written:", *(f"  {path}" for path in written)]))
     return 0
 

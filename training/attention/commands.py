@@ -1,14 +1,16 @@
 """The commands of `python -m training.heads`: importance, prune and attention.
 
-Each `run_<command>(loaded, args, out)` takes the loaded model, the parsed options and the output
-folder, prints its table and returns the files it wrote atomically. The options and outputs are
-described in `training.heads`, the entry point.
+Each `run_<command>(loaded, args, folder_for)` takes the loaded model, the parsed options and
+`folder_for`, which names the folder to write a list of files to (the entry point's choice: never
+over an earlier output), prints its table and returns the files it wrote atomically. The options
+and outputs are described in `training.heads`, the entry point.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +48,7 @@ class UsageError(ValueError):
 
 def load_market(loaded: LoadedModel, args: argparse.Namespace) -> MarketData:
     """The bars of `--data` with the run's loader settings."""
-    cfg = dataclasses.replace(
-        loaded.config, data=dataclasses.replace(loaded.config.data, ticker=args.ticker)
-    )
-    return load_run_market(cfg, args.data)
+    return load_run_market(loaded.config, args.data, ticker=args.ticker)
 
 
 def split_env(loaded: LoadedModel, market: MarketData, split: str) -> TradingEnv:
@@ -135,8 +134,15 @@ def print_curve(curve: list[dict[str, Any]], pruned: dict[str, Any]) -> None:
 # --- commands ---------------------------------------------------------------------------------
 
 
-def run_importance(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> list[Path]:
+FolderFor = Callable[[Sequence[str]], Path]
+"""The folder to write the named files to (`run_<command>`'s third argument)."""
+
+
+def run_importance(
+    loaded: LoadedModel, args: argparse.Namespace, folder_for: FolderFor
+) -> list[Path]:
     """`importance`: importance.json and importance.png."""
+    out = folder_for(["importance.json", "importance.png"])
     env = split_env(loaded, load_market(loaded, args), args.split)
     _, result = measure(loaded, env, args)
     shown = as_arrays(result["importance"])
@@ -148,10 +154,11 @@ def run_importance(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> 
     ]
 
 
-def run_prune(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> list[Path]:
+def run_prune(loaded: LoadedModel, args: argparse.Namespace, folder_for: FolderFor) -> list[Path]:
     """`prune`: pruning.json, pruning.png, pruned_model.safetensors and its config.yaml."""
     if not 0.0 <= args.share < 1.0:
         raise UsageError(f"--share: expected a fraction in [0, 1), got {args.share}")
+    out = folder_for(["pruning.json", "pruning.png", f"pruned_model{SUFFIX}", "config.yaml"])
     market = load_market(loaded, args)
     batch, result = measure(loaded, split_env(loaded, market, args.split), args)
     order = pruning_order(np.array(result["importance"][args.rank_by], dtype=float))
@@ -175,19 +182,22 @@ def run_prune(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> list[
     ]
 
 
-def run_attention(loaded: LoadedModel, args: argparse.Namespace, out: Path) -> list[Path]:
+def run_attention(
+    loaded: LoadedModel, args: argparse.Namespace, folder_for: FolderFor
+) -> list[Path]:
     """`attention`: attention_<date>.png and attention_<date>.json."""
     env = split_env(loaded, load_market(loaded, args), "all")
     bar = bar_at(env.core, args.date)
     snapshot = attention_at(loaded.policy, env.core, bar)
     when = snapshot.labels[-1]
+    stem = f"attention_{when.replace(' ', 'T').replace(':', '')}"
+    out = folder_for([f"{stem}.png", f"{stem}.json"])
     pooling = loaded.policy.trunk.config.pooling
     weights = snapshot.maps if args.full else snapshot.pooled
     what = "full maps (query rows, key columns)" if args.full else f"from the {pooling} row"
     title = f"attention on the window ending {when} (bar {bar}), {what}"
     picture = figure_png(attention_figure(weights, snapshot.labels, snapshot.gates, title,
                                           full=args.full))  # fmt: skip
-    stem = f"attention_{when.replace(' ', 'T').replace(':', '')}"
     print(f"window ending {when} (bar {bar}); pooling {pooling}")
     data = {
         "model": str(loaded.path),

@@ -234,8 +234,12 @@ def _csv_bytes(frame: pd.DataFrame) -> bytes:
     return buffer.getvalue().encode()
 
 
+REPORT_FILES = ("metrics.json", "next_order.json", "equity.csv", "trades.csv", "report.png")
+"""The files `write_report` writes, in its order."""
+
+
 def write_report(result: BacktestResult, out: Path, title: str) -> Path:
-    """Write metrics.json, next_order.json, equity.csv, trades.csv and report.png to `out`.
+    """Write `REPORT_FILES`: metrics.json, next_order.json, equity.csv, trades.csv, report.png.
 
     equity.csv is the agent's record with each baseline's equity beside it, by timestamp: when
     the agent's account was liquidated early, the rows after it hold the baselines only.

@@ -66,19 +66,13 @@ def load_run_markets(cfg: RunConfig) -> list[MarketData]:
     markets: list[MarketData] = []
     unadjusted: list[str] = []
     for path in files:
-        adjust = cfg.data.adjust
-        if adjust and len(files) > 1 and not has_adjusted_close(path):
-            adjust = False
-            unadjusted.append(path.name)
+        # one file: data.adjust is asked of that file, and a missing adjusted close is an error
+        adjust = cfg.data.adjust and (len(files) == 1 or _has_adjusted_close(path, unadjusted))
         tickers = wanted if len(files) == 1 else None  # several files: picked below
         markets.extend(
             load_instruments(path, tickers=tickers, adjust=adjust, min_rows=cfg.env.window + 1)
         )
-    if unadjusted:
-        warnings.warn(
-            f"data.adjust: no adjusted close in {', '.join(unadjusted)}; used as they are",
-            stacklevel=2,
-        )
+    _warn_unadjusted(unadjusted)
     if wanted is not None and len(files) > 1:
         markets = _pick(markets, wanted)
     _check_names(markets)
@@ -109,18 +103,48 @@ def _check_names(markets: Sequence[MarketData]) -> None:
         seen[name] = market.source
 
 
-def load_run_market(cfg: RunConfig, path: str | Path | None = None) -> MarketData:
+def load_run_market(
+    cfg: RunConfig,
+    path: str | Path | None = None,
+    *,
+    ticker: str | None = None,
+    adjust: bool | None = None,
+) -> MarketData:
     """One instrument with the run's loader settings: of `path`, or the run's first instrument.
 
-    With `path`, its ticker is the run's `data.ticker` when that names one ticker (else the file
-    must hold one). At least one window plus one step of bars (`env.window + 1`).
+    With `path`, its instrument `ticker`; None takes the run's `data.ticker` when that names one
+    ticker (else the file must hold one). `adjust` None applies the run's `data.adjust` as a run
+    of several files does: to a file with an adjusted close, while a file without one is used as
+    it is, with a warning (a model trained on the bundled universe, KO's file among them, then
+    backtests on any of its files); True or False is the caller's explicit choice, and True on a
+    file without an adjusted close is a `DataError`. At least `env.window + 1` bars.
     """
     if path is None:
         return load_run_markets(cfg)[0]
-    ticker = cfg.data.ticker if isinstance(cfg.data.ticker, str) else None
-    return load_market_data(
-        path, ticker=ticker, adjust=cfg.data.adjust, min_rows=cfg.env.window + 1
-    )
+    if ticker is None and isinstance(cfg.data.ticker, str):
+        ticker = cfg.data.ticker
+    if adjust is None:
+        unadjusted: list[str] = []
+        adjust = cfg.data.adjust and _has_adjusted_close(Path(path), unadjusted)
+        _warn_unadjusted(unadjusted)
+    return load_market_data(path, ticker=ticker, adjust=adjust, min_rows=cfg.env.window + 1)
+
+
+def _has_adjusted_close(path: Path, unadjusted: list[str]) -> bool:
+    """Whether `path` has an adjusted close; if not, its name is appended to `unadjusted`."""
+    if path.is_file() and not has_adjusted_close(path):
+        unadjusted.append(path.name)
+        return False
+    return True  # a missing file is left for the loader to report
+
+
+def _warn_unadjusted(names: Sequence[str]) -> None:
+    """One warning naming the files `data.adjust` could not adjust (none: no warning)."""
+    if names:
+        warnings.warn(
+            f"data.adjust: no adjusted close in {', '.join(names)}; used as they are",
+            stacklevel=3,
+        )
 
 
 def split_run_market(market: MarketData, data: DataConfig) -> Splits:
