@@ -129,3 +129,11 @@ def test_a_drifted_position_within_the_resize_band_stays_as_described():
         core.step(accounts)
         assert order.split()[0] == kind, order
         assert np.isnan(accounts.out[0, ex.ORDER_FILL]) == (kind == "none:"), order
+
+
+def test_the_held_position_in_brief_is_its_side_and_sized_leverage():
+    core = core_ending_flat(volatility_target=0.05)
+    assert held_position(core, Accounts.zeros(1)).brief() == "flat"
+    held = held_position(core, account_holding(core, np.array([2, 1, 0])))  # long at 2x
+    assert held.direction == "long" and held.sized < held.leverage == 2.0
+    assert held.brief() == f"long {held.sized:.3g}x"

@@ -39,6 +39,10 @@ class HeldPosition:
     stop: float  # protective stop price (0 when flat)
     equity: float  # cash + units * close
 
+    def brief(self) -> str:
+        """The position in a few words: "flat", or its side and sized leverage, "long 0.91x"."""
+        return "flat" if self.direction == "flat" else f"{self.direction} {self.sized:.3g}x"
+
 
 @dataclass(frozen=True)
 class NextOrder:

@@ -180,7 +180,9 @@ def format_next_orders(results: Mapping[str, BacktestResult]) -> str:
         if order is None:
             lines.append(f"  {name}: {format_next_order(result)}")
         else:
-            lines.append(f"  {name} ({order.decided_at}): {order.order}")
+            lines.append(
+                f"  {name} ({order.decided_at}, holding {order.held.brief()}): {order.order}"
+            )
     return "\n".join(lines)
 
 
