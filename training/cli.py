@@ -113,7 +113,7 @@ def unused_in(folder: Path, names: Iterable[str]) -> Path:
     A command's outputs never replace an earlier command's: the user moves them, or passes
     another `--out`. Other files in `folder` do not matter.
     """
-    found = [name for name in names if (folder / name).exists()]
+    found = _present(folder, names)
     if found:
         raise OutputError(
             f"{folder}: already holds {', '.join(found)} from an earlier run; pass another "
@@ -133,7 +133,12 @@ def output_folder(given: Path | None, default: Path, names: Iterable[str]) -> Pa
     if given is not None:
         return unused_in(given, names)
     folder, count = default, 1
-    while any((folder / name).exists() for name in names):
+    while _present(folder, names):
         count += 1
         folder = default.with_name(f"{default.name}-{count}")
     return folder
+
+
+def _present(folder: Path, names: Iterable[str]) -> list[str]:
+    """Those of the files `names` that `folder` holds."""
+    return [name for name in names if (folder / name).exists()]
