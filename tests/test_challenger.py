@@ -111,7 +111,7 @@ def test_the_challenger_must_win_by_the_margin(tmp_path, incumbent, challenger, 
             folder.best_model.write_bytes(f"best {name}".encode())
     choice = keep_better_contender(run, 1.5)
     assert choice["kept"] == kept
-    assert choice["sharpe_to_beat"] == pytest.approx((incumbent or 0.0) + 0.75)
+    assert choice["score_to_beat"] == pytest.approx((incumbent or 0.0) + 0.75)
     assert_adopted(run, run.contender(kept))
     assert json.loads(run.contest.read_text()) == choice
     assert math.isclose(choice["margin_standard_errors"], 1.5)
@@ -127,8 +127,8 @@ def test_the_hold_contender_always_holds_and_is_compared_on_the_same_bars(held):
     assert entry["exposure_pct"] > 99 and entry["timesteps"] == 0  # long from the first fill on
     choice = json.loads((held / "challenger.json").read_text())
     assert [row["contender"] for row in choice["contenders"]] == ["incumbent", "hold"]
-    policy_sharpe, hold_sharpe = (row["best_validation_sharpe"] for row in choice["contenders"])
-    assert choice["kept"] == ("hold" if hold_sharpe > (policy_sharpe or 0.0) else "incumbent")
+    policy_score, hold_score = (row["best_validation_score"] for row in choice["contenders"])
+    assert choice["kept"] == ("hold" if hold_score > (policy_score or 0.0) else "incumbent")
     kept = held / choice["kept"]
     assert (held / "validation.json").read_text() == (kept / "validation.json").read_text()
     shown = format_contest(choice)
@@ -169,11 +169,43 @@ def test_holding_must_beat_the_policy_kept_by_its_margin(
     choice = keep_better_contender(run, 1.5, hold_margin=1.0)  # 1.0 / sqrt(4) = 0.5
     assert choice["kept"] == kept
     before = "challenger" if (challenger or 0.0) > (incumbent or 0.0) + 0.75 else "incumbent"
-    assert choice["hold_sharpe_to_beat"] == pytest.approx((sharpes[before] or 0.0) + 0.5)
+    assert choice["hold_score_to_beat"] == pytest.approx((sharpes[before] or 0.0) + 0.5)
     assert_adopted(run, run.contender(kept))
     again = keep_better_contender(run, 1.5)  # no hold margin: no hold contender
     assert again["kept"] != "hold" and len(again["contenders"]) == 2
     assert_adopted(run, run.contender(again["kept"]))
+
+
+def growth_history(growth: float, volatility: float, sharpe: float) -> list[dict]:
+    """One pass as `validate(select_by="growth")` records it, over four years of bars."""
+    return [{"timesteps": 128, "sharpe": sharpe, "years": 4.0, "score": growth,
+             "score_standard_error": volatility / 2.0}]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("incumbent", "kept"),
+    [
+        # A policy that mostly stands aside: the better Sharpe, a fraction of holding's growth.
+        ((0.05, 0.03, 2.8), "hold"),  # holding must beat 0.05 + 1 x 0.03 / 2
+        # A policy invested like holding: holding must beat it by its growth's standard error.
+        ((0.25, 0.18, 1.6), "incumbent"),  # 0.25 + 0.18 / 2 = 0.34 > 0.30
+        ((0.20, 0.18, 1.3), "hold"),  # 0.20 + 0.09 = 0.29 < 0.30
+    ],
+)
+def test_by_growth_holding_beats_a_policy_that_stands_aside(tmp_path, incumbent, kept):
+    run = RunDir(tmp_path)
+    for name, entry in (("incumbent", incumbent), ("hold", (0.30, 0.18, 1.9))):
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(growth_history(*entry)))
+        folder.best_model.write_bytes(f"best {name}".encode())
+    choice = keep_better_contender(run, 1.5, hold_margin=1.0, select_by="growth")
+    assert choice["kept"] == kept and choice["select_by"] == "growth"
+    assert choice["hold_score_to_beat"] == pytest.approx(incumbent[0] + incumbent[1] / 2)
+    assert_adopted(run, run.contender(kept))
+    shown = format_contest(choice)
+    assert f"holding had to beat log growth {incumbent[0] + incumbent[1] / 2:+.3f} a year" in shown
+    assert "hold: log growth +0.300 a year at 128 timesteps" in shown
 
 
 @pytest.mark.parametrize(

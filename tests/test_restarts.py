@@ -46,6 +46,7 @@ def test_the_run_keeps_the_restart_with_the_best_validation_pass(restarted):
     choice = json.loads((restarted / "restarts.json").read_text())
     scores = [best_sharpe(restarted / f"restart_{n}") for n in (1, 2, 3)]
     assert [row["best_validation_sharpe"] for row in choice["restarts"]] == scores
+    assert [row["best_validation_score"] for row in choice["restarts"]] == scores  # by Sharpe
     kept = choice["kept"]
     assert scores[kept - 1] == max(scores)
     source = restarted / f"restart_{kept}"
@@ -57,7 +58,7 @@ def test_the_run_keeps_the_restart_with_the_best_validation_pass(restarted):
     assert (restarted / "report" / "metrics.json").is_file()  # the test backtest of the kept one
     events = EventAccumulator(str(restarted / "tb" / "restarts"))  # TensorBoard shows the choice
     events.Reload()
-    logged = events.Scalars("restarts/best_validation_sharpe")
+    logged = events.Scalars("restarts/best_validation_score")
     assert [(e.step, e.value) for e in logged] == [
         (n, pytest.approx(scores[n - 1])) for n in (1, 2, 3)
     ]

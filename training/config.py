@@ -57,6 +57,7 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _OVERRIDE_SOURCE = "--set"
 # How resampled training paths order their blocks (`training.run.augment.block_order`).
 ResampleMethod = Literal["permutation", "bootstrap"]
+SelectBy = Literal["sharpe", "growth"]  # what validation ranks passes and contenders by
 _DERIVED = {  # keys that once were configured, and where the value comes from now
     "trunk.window": "the trunk reads env.window",
     "trunk.n_features": "the trunk reads the data's feature count",
@@ -255,8 +256,12 @@ class TrainConfig:
     direction_outcomes: float = 0.0  # weight of the every-direction loss (run/outcomes.py); 0: off
     direction_teacher: float = 0.0  # weight of the linear teacher's loss (run/teacher.py); 0: off
     challenger: tuple[str, ...] = ()  # KEY=VALUE overrides of a second training (run/challenger.py)
-    challenger_margin: float = 1.5  # standard errors of a validation Sharpe it must win by
+    challenger_margin: float = 1.5  # standard errors of the validation score it must win by
     hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
+    # What validation keeps (the pass, restart or contender): the best "sharpe", or "growth",
+    # annualised log growth (evaluation/selection.py: under a leverage cap a policy that mostly
+    # stands aside validates at a high Sharpe and earns little); the margins are in its units
+    select_by: SelectBy = "sharpe"
     run_dir: str | None = None  # output folder; None: runs/<name>-<timestamp>
     name: str = "multihead"  # run name: in the run folder name and the logs
     progress_bar: bool = True  # show SB3's progress bar during learn()

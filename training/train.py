@@ -205,7 +205,10 @@ def learn(
                 f"\nhold (always long at the leverage nearest 1x, widest stop): {done} "
                 f"{run.contender('hold').root}"
             )
-        contest = keep_better_contender(run, cfg.train.challenger_margin, cfg.train.hold_margin)
+        train = cfg.train
+        contest = keep_better_contender(
+            run, train.challenger_margin, train.hold_margin, train.select_by
+        )
         log_contest(run, contest)
         print(f"\n{format_contest(contest)}")
         return
@@ -218,7 +221,7 @@ def learn(
                 f"{_RESTART_STATES[state]} {restart.root}"
             )
             _learn_part(restart_cfg, restart, state, run, train_ranges, validation_envs)
-        choice = keep_best_restart(run, cfg.train.restarts, cfg.train.seed)
+        choice = keep_best_restart(run, cfg.train.restarts, cfg.train.seed, cfg.train.select_by)
         log_restarts(run, choice)
         print(f"\n{format_restarts(choice)}")
         return
@@ -228,13 +231,18 @@ def learn(
     if cfg.train.importance_every:
         callbacks.append(HeadImportanceCallback(cfg.train.importance_every))
     if cfg.train.eval_every and validation_envs:
-        every, patience, start = cfg.train.eval_every, cfg.train.patience, cfg.train.eval_start
-        callbacks.append(ValidationCallback(validation_envs, run, every, patience, start))
+        train = cfg.train
+        callbacks.append(
+            ValidationCallback(
+                validation_envs, run, train.eval_every, train.patience, train.eval_start,
+                train.select_by,
+            )
+        )  # fmt: skip
     checkpoint = run.latest_checkpoint() if resume else None
     model = fit(cfg, train_ranges, run, callbacks=callbacks, checkpoint=checkpoint)
     save_model_atomic(model, run.final_model)
     if not run.best_model.exists() and validation_envs:  # no pass saved one: validate the final
-        validate(model, validation_envs, run)
+        validate(model, validation_envs, run, select_by=cfg.train.select_by)
 
 
 def _learn_part(

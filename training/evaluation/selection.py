@@ -1,4 +1,15 @@
-"""Selection statistics for many trials: deflated Sharpe ratio and probability of overfitting.
+"""Selection: which validation pass a run keeps, and statistics for choosing among many trials
+(deflated Sharpe ratio, probability of backtest overfitting).
+
+A run ranks its validation passes, restarts and contest entries by one score
+(`validation_score`, `train.select_by`): the annualised Sharpe ratio, or the annualised log
+growth. With leverage capped, the Sharpe ratio favours a policy that stands aside: flat most of
+the time and long through a few lucky spells, it validates at a Sharpe above the market's while
+earning a fraction of its growth, and cannot be levered up to earn more. Each score comes with
+one standard error over the validation bars, the unit of the contest's margins
+(`training.run.challenger`): ``1 / sqrt(years)`` for an annualised Sharpe ratio near zero (Lo
+2002), ``volatility / sqrt(years)`` for annualised log growth (the standard error of a mean
+return).
 
 Pure functions of numbers and arrays, no I/O. Sharpe ratios here are **per bar** (not
 annualised): an annualised Sharpe `S` over `bars_per_year` bars a year is `S / sqrt(bars_per_year)`
@@ -31,6 +42,8 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
+
+from training.config import SelectBy
 
 EULER_GAMMA = 0.5772156649015329
 _NORMAL = NormalDist()
@@ -132,13 +145,55 @@ def probability_of_backtest_overfitting(returns: np.ndarray, n_blocks: int = 8) 
     return overfit / splits
 
 
+def validation_score(metrics: Mapping[str, Any], select_by: SelectBy) -> tuple[float, float]:
+    """(score, one standard error) of a validation pass's `metrics` (`compute_metrics`' keys):
+    the annualised Sharpe ratio with ``1 / sqrt(years)``, or with "growth" the annualised log
+    growth ``log(1 + cagr)`` with ``volatility / sqrt(years)``. NaN where undefined: a Sharpe
+    ratio of an account that never moved, a growth of one that was ruined, no years."""
+    years = _float(metrics.get("years"))
+    root = math.sqrt(years) if years > 0 else math.nan
+    if select_by == "sharpe":
+        return _float(metrics.get("sharpe")), 1.0 / root
+    cagr = _float(metrics.get("cagr_pct")) / 100.0
+    growth = math.log1p(cagr) if cagr > -1.0 else math.nan
+    return growth, _float(metrics.get("volatility_ann_pct")) / 100.0 / root
+
+
+SCORE_NAMES = {"sharpe": "Sharpe", "growth": "log growth"}  # by `train.select_by`
+
+
+def describe_score(score: float, select_by: SelectBy) -> str:
+    """A score as a person reads it: "Sharpe +1.72", or "log growth +0.336 a year"."""
+    if select_by == "sharpe":
+        return f"Sharpe {score:+.2f}"
+    return f"log growth {score:+.3f} a year"
+
+
+def pass_score(entry: Mapping[str, Any]) -> float | None:
+    """The score `entry`, a pass of a validation history, was ranked by: its ``score``
+    (`validation_score`), or its Sharpe ratio in a history written before scores were; None
+    when not finite."""
+    value = entry.get("score", entry.get("sharpe"))
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
 def best_pass(history: Sequence[Mapping[str, Any]]) -> int | None:
-    """The index of the pass with the highest finite Sharpe (the first of equals): the pass whose
-    model `validate` kept as the best. None when no pass has a finite Sharpe."""
+    """The index of the pass with the highest finite score (`pass_score`; the first of equals):
+    the pass whose model `validate` kept as the best. None when no pass has a finite score."""
     best: int | None = None
+    best_score = -math.inf
     for index, entry in enumerate(history):
-        sharpe = entry.get("sharpe")
-        finite = sharpe is not None and math.isfinite(sharpe)
-        if finite and (best is None or sharpe > history[best]["sharpe"]):
-            best = index
+        score = pass_score(entry)
+        if score is not None and (best is None or score > best_score):
+            best, best_score = index, score
     return best
+
+
+def best_score(history: Sequence[Mapping[str, Any]]) -> float:
+    """The score of `history`'s best pass (`best_pass`); -inf when no pass has a finite one."""
+    return max((s for entry in history if (s := pass_score(entry)) is not None), default=-math.inf)
+
+
+def _float(value: Any) -> float:
+    """`value` as a float; NaN for None."""
+    return math.nan if value is None else float(value)

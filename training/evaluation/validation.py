@@ -2,7 +2,8 @@
 
 `validate` is one pass over every instrument with validation bars. The run folder holds its
 state, so a resumed run continues it: `validation.json` lists every pass's metrics, and
-`best_model.safetensors` is the model of the pass with the best finite Sharpe ratio so far.
+`best_model.safetensors` is the model of the pass with the best finite score so far, its Sharpe
+ratio or its log growth (`train.select_by`, `training.evaluation.selection.validation_score`).
 With several instruments the metrics are those of their combined accounts
 (`training.evaluation.portfolio`), and each instrument's own are kept under "instruments".
 `training.run.callbacks.ValidationCallback` calls it every `train.eval_every` timesteps;
@@ -24,10 +25,11 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agent import MultiHeadPolicy, policy_of
 from envs import TradingEnv
+from training.config import SelectBy
 from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import compute_metrics, record_metrics, trades_from_record
 from training.evaluation.portfolio import combine_records
-from training.evaluation.selection import best_pass
+from training.evaluation.selection import best_pass, best_score, validation_score
 from training.run.atomic import write_json_atomic
 from training.run.folder import RunDir
 from training.run.model_file import write_model_file
@@ -38,6 +40,7 @@ def validate(
     envs: Mapping[str, TradingEnv],
     run: RunDir,
     train_sharpe: float = math.nan,
+    select_by: SelectBy = "sharpe",
 ) -> dict[str, Any]:
     """Backtest `model`'s deterministic policy over each env's range; record the pass in `run`.
 
@@ -45,11 +48,14 @@ def validate(
     The metrics (`training.evaluation.metrics.compute_metrics`, of the combined accounts when
     there are several) are appended to `run.validation_history` with the model's timestep
     count, `train_episode_sharpe` (`train_sharpe`: the mean Sharpe ratio of the training
-    episodes since the last pass, NaN if none ended) and `generalization_gap` (that minus the
-    validation Sharpe). `run.best_model` is saved (atomically) when the Sharpe ratio is finite
-    and beats every earlier pass's. Returns the entry.
+    episodes since the last pass, NaN if none ended), `generalization_gap` (that minus the
+    validation Sharpe), and the pass's `score` by `select_by` with its `score_standard_error`
+    (`validation_score`). `run.best_model` is saved (atomically) when the score is finite and
+    beats every earlier pass's. Returns the entry.
     """
-    return validate_policy(policy_of(model), model.num_timesteps, envs, run, train_sharpe)
+    return validate_policy(
+        policy_of(model), model.num_timesteps, envs, run, train_sharpe, select_by
+    )
 
 
 def validate_policy(
@@ -58,6 +64,7 @@ def validate_policy(
     envs: Mapping[str, TradingEnv],
     run: RunDir,
     train_sharpe: float = math.nan,
+    select_by: SelectBy = "sharpe",
 ) -> dict[str, Any]:
     """`validate` for a bare `policy` trained for `timesteps` (no PPO model around it)."""
     records = {name: FastPolicy(policy, env.core).record_episode() for name, env in envs.items()}
@@ -69,11 +76,14 @@ def validate_policy(
         trades = pd.concat([trades_from_record(r) for r in records.values()], ignore_index=True)
         metrics = compute_metrics(combined, trades, bars_per_year=bars_per_year)
     sharpe = float(metrics["sharpe"])
+    score, standard_error = validation_score(metrics, select_by)
     entry: dict[str, Any] = {
         "timesteps": timesteps,
         **metrics,
         "train_episode_sharpe": train_sharpe,
         "generalization_gap": train_sharpe - sharpe,
+        "score": score,
+        "score_standard_error": standard_error,
     }
     if len(records) > 1:
         entry["instruments"] = {
@@ -81,8 +91,7 @@ def validate_policy(
             for name, record in records.items()
         }
     history = read_validation_history(run)
-    best = best_pass(history)
-    if math.isfinite(sharpe) and (best is None or sharpe > history[best]["sharpe"]):
+    if math.isfinite(score) and score > best_score(history):
         write_model_file(run.best_model, policy, timesteps)
     history.append(entry)
     write_json_atomic(run.validation_history, history)
@@ -98,7 +107,7 @@ def read_validation_history(run: RunDir) -> list[dict[str, Any]]:
 
 
 def passes_since_best(run: RunDir) -> int:
-    """Validation passes of `run` after the one with the best finite Sharpe (all, if none)."""
+    """Validation passes of `run` after the one with the best finite score (all, if none)."""
     history = read_validation_history(run)
     best = best_pass(history)
     return len(history) - (0 if best is None else best + 1)

@@ -27,6 +27,7 @@ from envs import EnvConfig, TradingEnv
 from envs.config import HEAD_NAMES
 from training.attention.importance import batch_from_rollout, head_importance
 from training.attention.plots import figure_array, importance_figure
+from training.config import SelectBy
 from training.evaluation.validation import passes_since_best, validate
 from training.run.folder import RunDir, save_model_atomic
 from training.run.interrupt import interrupt_pending
@@ -167,6 +168,9 @@ class PeriodicCallback(BaseCallback):
         return True
 
 
+_NOT_LOGGED = ("timesteps", "train_episode_sharpe", "generalization_gap", "score_standard_error")
+
+
 class ValidationCallback(PeriodicCallback):
     """Every `every` timesteps from `start` on, a validation pass
     (`training.evaluation.validation.validate`). Skipping the passes before `start` is a
@@ -174,12 +178,13 @@ class ValidationCallback(PeriodicCallback):
     luck, and is then the model kept.
 
     It backtests the deterministic policy on every instrument's validation range, keeps
-    `best_model.safetensors` and `validation.json` in `run`, and logs the metrics under
-    `eval/<metric>` (each instrument's Sharpe and return under `eval/<instrument>/...` when
-    there are several) and the generalization gap under `generalization/...`: the mean Sharpe
-    ratio of the training episodes that ended since the last pass, the validation Sharpe, and
-    their difference. With `patience` > 0, training stops once that many passes in a row have
-    not beaten the best validation Sharpe (early stopping; the best model is kept either way).
+    `best_model.safetensors` (the best pass by `select_by`) and `validation.json` in `run`, and
+    logs the metrics under `eval/<metric>` (`eval/score` the one passes are ranked by; each
+    instrument's Sharpe and return under `eval/<instrument>/...` when there are several) and the
+    generalization gap under `generalization/...`: the mean Sharpe ratio of the training
+    episodes that ended since the last pass, the validation Sharpe, and their difference. With
+    `patience` > 0, training stops once that many passes in a row have not beaten the best
+    validation score (early stopping; the best model is kept either way).
     """
 
     def __init__(
@@ -189,11 +194,13 @@ class ValidationCallback(PeriodicCallback):
         every: int,
         patience: int = 0,
         start: int = 0,
+        select_by: SelectBy = "sharpe",
     ) -> None:
         super().__init__(every, start)
         self.envs = envs
         self.run = run
         self.patience = patience
+        self.select_by = select_by
         self._episode_sharpes: list[float] = []
 
     def _on_step(self) -> bool:
@@ -207,13 +214,13 @@ class ValidationCallback(PeriodicCallback):
             warnings.simplefilter("ignore", RuntimeWarning)
             train_sharpe = float(np.nanmean(self._episode_sharpes or [np.nan]))
         self._episode_sharpes.clear()
-        entry = validate(self.model, self.envs, self.run, train_sharpe)
+        entry = validate(self.model, self.envs, self.run, train_sharpe, self.select_by)
         for key, value in entry.items():
             if key == "instruments":
                 for name, metrics in value.items():
                     for metric in ("sharpe", "total_return_pct"):
                         self.logger.record(f"eval/{name}/{metric}", float(metrics[metric]))
-            elif key not in ("timesteps", "train_episode_sharpe", "generalization_gap"):
+            elif key not in _NOT_LOGGED:
                 self.logger.record(f"eval/{key}", float(value))
         self.logger.record("generalization/train_episode_sharpe", train_sharpe)
         self.logger.record("generalization/validation_sharpe", float(entry["sharpe"]))

@@ -23,6 +23,12 @@ validation cannot confirm is kept (benchmarks/RESULTS.md, seventeenth round). Th
 trained policy is the best of several, so the comparison leans towards the policy: the margin is
 the evidence holding must add to that.
 
+Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
+with "growth" the annualised log growth, and then each margin is in standard errors of the log
+growth of the contender to beat (its volatility / sqrt(years); `training.evaluation.selection`).
+Under a leverage cap a policy that stands aside most of the time can validate at a Sharpe above
+holding's while earning a fraction of its growth; by growth, holding then wins.
+
 The incumbent is the config without its contest (`train.challenger`, `train.hold_margin`); the
 challenger is that config with the overrides in `train.challenger`
 (`training.config.challenger_config`), the same seed. Each trains as an ordinary run folder,
@@ -43,8 +49,8 @@ from typing import Any
 from stable_baselines3.common.logger import configure
 
 from envs import TradingEnv
-from training.config import RunConfig, challenger_config, save_config
-from training.evaluation.selection import best_pass
+from training.config import RunConfig, SelectBy, challenger_config, save_config
+from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
 from training.evaluation.validation import read_validation_history, validate_policy
 from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.folder import RunDir, build_policy
@@ -79,7 +85,7 @@ def prepare_hold(cfg: RunConfig, run: RunDir, validation_envs: Mapping[str, Trad
     policy.decision_heads.always(cfg.env.hold_action)
     policy.set_training_mode(False)
     write_model_file(hold.final_model, policy, 0)
-    validate_policy(policy, 0, validation_envs, hold)
+    validate_policy(policy, 0, validation_envs, hold, select_by=cfg.train.select_by)
     return True
 
 
@@ -92,53 +98,67 @@ def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
 
 
 def keep_better_contender(
-    run: RunDir, margin: float, hold_margin: float | None = None
+    run: RunDir, margin: float, hold_margin: float | None = None, select_by: SelectBy = "sharpe"
 ) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps; returns (and
     writes to `run.contest`) what was compared.
 
-    The contenders are those of `CONTENDERS` with a folder in `run`. The challenger is kept when
-    its best pass's validation Sharpe exceeds the incumbent's by more than ``margin /
-    sqrt(years)``, years the length of the validation bars; then, with `hold_margin`, the hold
-    contender is kept when its Sharpe exceeds that of the one kept so far by more than
-    ``hold_margin / sqrt(years)``. A trained contender without a finite best pass (it never held
-    a position, or never validated) counts as flat, Sharpe 0, when it is the one to beat; one
-    without a finite pass is never kept over another.
+    The contenders are those of `CONTENDERS` with a folder in `run`, each ranked by its best
+    pass's validation score (`select_by`: its Sharpe ratio or its log growth, as the passes
+    recorded it, `training.evaluation.selection`). The challenger is kept when its score exceeds
+    the incumbent's by more than `margin` standard errors of the incumbent's (for a Sharpe
+    ratio ``1 / sqrt(years)``, years the length of the validation bars); then, with
+    `hold_margin`, the hold contender is kept when its score exceeds that of the one kept so far
+    by more than `hold_margin` of that one's standard errors. A trained contender without a
+    finite best pass (it never held a position, or never validated) counts as flat, score 0
+    with the standard error of a Sharpe ratio, when it is the one to beat; one without a finite
+    pass is never kept over another.
     """
     names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
     if hold_margin is None and "hold" in names:
         names.remove("hold")
     histories = {name: read_validation_history(run.contender(name)) for name in names}
     rows: dict[str, dict[str, Any]] = {}
+    standard_errors: dict[str, float] = {}
     for name, history in histories.items():
         best = best_pass(history)
+        entry = history[best] if best is not None else {}
         rows[name] = {
             "contender": name,
-            "best_validation_sharpe": None if best is None else history[best]["sharpe"],
-            "timesteps": None if best is None else history[best]["timesteps"],
+            "best_validation_score": pass_score(entry) if entry else None,
+            "best_validation_sharpe": entry.get("sharpe"),
+            "timesteps": entry.get("timesteps"),
             "validation_passes": len(history),
         }
+        standard_errors[name] = entry.get("score_standard_error", math.nan) if entry else math.nan
     entries = [entry for history in histories.values() for entry in history]
     years = next((entry["years"] for entry in entries if entry["years"]), None)
 
-    def bar(kept: str, standard_errors: float) -> float:
-        needed = standard_errors / math.sqrt(years) if years else math.inf
-        return (rows[kept]["best_validation_sharpe"] or 0.0) + needed
+    def bar(kept: str, margin: float) -> float:
+        """The score that beats `kept`'s by `margin` of its standard errors."""
+        error = standard_errors[kept]
+        if not math.isfinite(error):  # flat, or a history written before scores had one
+            error = 1.0 / math.sqrt(years) if years else math.inf
+        return (rows[kept]["best_validation_score"] or 0.0) + margin * error
 
     def beats(name: str, to_beat: float) -> bool:
-        sharpe = rows[name]["best_validation_sharpe"]
-        return sharpe is not None and sharpe > to_beat
+        score = rows[name]["best_validation_score"]
+        return score is not None and score > to_beat
 
     kept = "incumbent"
-    choice: dict[str, Any] = {"margin_standard_errors": margin, "sharpe_to_beat": None}
+    choice: dict[str, Any] = {
+        "select_by": select_by,
+        "margin_standard_errors": margin,
+        "score_to_beat": None,
+    }
     if "challenger" in rows:
         to_beat = bar(kept, margin)
-        choice["sharpe_to_beat"] = to_beat if math.isfinite(to_beat) else None
+        choice["score_to_beat"] = to_beat if math.isfinite(to_beat) else None
         kept = "challenger" if beats("challenger", to_beat) else kept
     if "hold" in rows and hold_margin is not None:
         to_beat = bar(kept, hold_margin)
         choice["hold_margin_standard_errors"] = hold_margin
-        choice["hold_sharpe_to_beat"] = to_beat if math.isfinite(to_beat) else None
+        choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
         kept = "hold" if beats("hold", to_beat) else kept
     adopt(run, run.contender(kept), histories[kept])
     choice = {"kept": kept, **choice, "contenders": list(rows.values())}
@@ -150,29 +170,31 @@ def format_contest(choice: dict[str, Any]) -> str:
     """The contenders compared by `keep_better_contender`, one line each, the kept one marked."""
     names = [row["contender"] for row in choice["contenders"]]
 
+    select_by = choice.get("select_by", "sharpe")
+
     def rule(who: str, to_beat: float | None, margin: float, than: str) -> str:
-        bar = "no validation years" if to_beat is None else f"Sharpe {to_beat:+.2f}"
+        bar = "no validation years" if to_beat is None else describe_score(to_beat, select_by)
         unit = "standard error" if margin == 1 else "standard errors"
         return f"{who} had to beat {bar}, {margin:g} {unit} above {than}"
 
     rules = []
     if "challenger" in names:
         margin = choice["margin_standard_errors"]
-        rules.append(rule("the challenger", choice["sharpe_to_beat"], margin, "the incumbent"))
+        rules.append(rule("the challenger", choice["score_to_beat"], margin, "the incumbent"))
     if "hold" in names:
         margin = choice["hold_margin_standard_errors"]
-        to_beat = choice["hold_sharpe_to_beat"]
+        to_beat = choice["hold_score_to_beat"]
         rules.append(rule("holding", to_beat, margin, "the policy kept before it"))
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"
     ]
     for row in choice["contenders"]:
-        sharpe = row["best_validation_sharpe"]
+        score = row["best_validation_score"]
         best = (
-            "no finite validation Sharpe"
-            if sharpe is None
-            else f"Sharpe {sharpe:+.2f} at {row['timesteps']:,} timesteps"
+            f"no finite validation {SCORE_NAMES[select_by]}"
+            if score is None
+            else f"{describe_score(score, select_by)} at {row['timesteps']:,} timesteps"
         )
         mark = "  <- kept" if row["contender"] == choice["kept"] else ""
         lines.append(f"  {row['contender']}: {best}{mark}")
@@ -186,16 +208,16 @@ def spoken_list(names: Sequence[str]) -> str:
 
 def log_contest(run: RunDir, choice: dict[str, Any]) -> None:
     """Log the contest to TensorBoard in `run`'s own folder, `<run>/tb/challenger`, next to each
-    contender's training logs (`<run>/<contender>/tb`): at step k the best validation Sharpe of
-    the k-th contender compared (`challenger/best_validation_sharpe`, when finite; the incumbent
+    contender's training logs (`<run>/<contender>/tb`): at step k the best validation score of
+    the k-th contender compared (`challenger/best_validation_score`, when finite; the incumbent
     first, then the challenger and the hold contender, those the run has), and `challenger/kept`
     (the step of the kept one)."""
     logger = configure(str(run.tensorboard / "challenger"), ["tensorboard"])
     names = [row["contender"] for row in choice["contenders"]]
     kept = names.index(choice["kept"]) + 1
     for step, row in enumerate(choice["contenders"], start=1):
-        if row["best_validation_sharpe"] is not None:
-            logger.record("challenger/best_validation_sharpe", row["best_validation_sharpe"])
+        if row["best_validation_score"] is not None:
+            logger.record("challenger/best_validation_score", row["best_validation_score"])
         logger.record("challenger/kept", kept)
         logger.dump(step=step)
     logger.close()

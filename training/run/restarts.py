@@ -10,7 +10,7 @@ among the passes of several.
 Restart n (from 1) is an ordinary run folder, `<run>/restart_<n>/` (`RunDir.restart`), trained
 with seed ``train.seed + SEED_STRIDE * (n - 1)`` (`restart_config`): restart 1 is the run that
 ``train.restarts: 1`` makes. Once all have trained, `keep_best_restart` copies the best model of
-the restart whose best validation pass has the highest Sharpe to the run's own
+the restart whose best validation pass has the highest score (`train.select_by`) to the run's own
 `best_model.safetensors`, and that restart's validation history to the run's `validation.json`,
 so the run reads like a single one (backtests, `--resume`, the benchmarks); `restarts.json`
 records every restart's seed and best pass, and which one was kept, and `log_restarts` shows the
@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from stable_baselines3.common.logger import configure
 
-from training.config import RunConfig
-from training.evaluation.selection import best_pass
+from training.config import RunConfig, SelectBy
+from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
 from training.evaluation.validation import read_validation_history
 from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.folder import RunDir
@@ -71,12 +71,15 @@ def restart_state(restart: RunDir, total_timesteps: int, resume: bool) -> Restar
     return "new"
 
 
-def keep_best_restart(run: RunDir, restarts: int, seed: int) -> dict[str, Any]:
+def keep_best_restart(
+    run: RunDir, restarts: int, seed: int, select_by: SelectBy = "sharpe"
+) -> dict[str, Any]:
     """Give `run` the best model and validation history of its best restart; returns (and
     writes to `run.restart_choice`) what was compared.
 
-    The best restart has the highest finite best-pass validation Sharpe (the first of equals);
-    when none has one, restart 1 is kept and its final model becomes the run's final model.
+    The best restart has the highest finite best-pass validation score (`train.select_by`, as
+    the passes recorded it; the first of equals); when none has one, restart 1 is kept and its
+    final model becomes the run's final model.
     """
     rows: list[dict[str, Any]] = []
     histories = [read_validation_history(run.restart(n)) for n in range(1, restarts + 1)]
@@ -85,14 +88,15 @@ def keep_best_restart(run: RunDir, restarts: int, seed: int) -> dict[str, Any]:
         rows.append({
             "restart": number,
             "seed": restart_seed(seed, number),
+            "best_validation_score": None if best is None else pass_score(history[best]),
             "best_validation_sharpe": None if best is None else history[best]["sharpe"],
             "timesteps": None if best is None else history[best]["timesteps"],
             "validation_passes": len(history),
         })  # fmt: skip
-    scored = [row for row in rows if row["best_validation_sharpe"] is not None]
-    kept = max(scored, key=lambda row: row["best_validation_sharpe"]) if scored else rows[0]
+    scored = [row for row in rows if row["best_validation_score"] is not None]
+    kept = max(scored, key=lambda row: row["best_validation_score"]) if scored else rows[0]
     adopt(run, run.restart(kept["restart"]), histories[kept["restart"] - 1])
-    choice = {"kept": kept["restart"], "restarts": rows}
+    choice = {"kept": kept["restart"], "select_by": select_by, "restarts": rows}
     write_json_atomic(run.restart_choice, choice)
     return choice
 
@@ -112,12 +116,13 @@ def adopt(run: RunDir, source: RunDir, history: list[dict[str, Any]]) -> None:
 def format_restarts(choice: dict[str, Any]) -> str:
     """The restarts compared by `keep_best_restart`, one line each, the kept one marked."""
     lines = [f"restarts, by their best validation pass (the run keeps restart {choice['kept']}):"]
+    select_by = choice.get("select_by", "sharpe")
     for row in choice["restarts"]:
-        sharpe = row["best_validation_sharpe"]
+        score = row.get("best_validation_score", row["best_validation_sharpe"])
         best = (
-            "no finite validation Sharpe"
-            if sharpe is None or not math.isfinite(sharpe)
-            else f"Sharpe {sharpe:+.2f} at {row['timesteps']:,} timesteps"
+            f"no finite validation {SCORE_NAMES[select_by]}"
+            if score is None or not math.isfinite(score)
+            else f"{describe_score(score, select_by)} at {row['timesteps']:,} timesteps"
         )
         mark = "  <- kept" if row["restart"] == choice["kept"] else ""
         lines.append(f"  restart {row['restart']} (seed {row['seed']}): {best}{mark}")
@@ -127,13 +132,13 @@ def format_restarts(choice: dict[str, Any]) -> str:
 def log_restarts(run: RunDir, choice: dict[str, Any]) -> None:
     """Log the restarts compared by `keep_best_restart` to TensorBoard in `run`'s own folder,
     `<run>/tb/restarts`, next to each restart's training logs (`<run>/restart_<n>/tb`): at step
-    n, restart n's best validation Sharpe (`restarts/best_validation_sharpe`, when finite) and
+    n, restart n's best validation score (`restarts/best_validation_score`, when finite) and
     the number of the kept one (`restarts/kept`)."""
     logger = configure(str(run.tensorboard / "restarts"), ["tensorboard"])
     for row in choice["restarts"]:
-        sharpe = row["best_validation_sharpe"]
-        if sharpe is not None and math.isfinite(sharpe):
-            logger.record("restarts/best_validation_sharpe", sharpe)
+        score = row["best_validation_score"]
+        if score is not None and math.isfinite(score):
+            logger.record("restarts/best_validation_score", score)
         logger.record("restarts/kept", choice["kept"])
         logger.dump(step=row["restart"])
     logger.close()
