@@ -608,7 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as error:
             print(f"benchmarks/learning.py: {error}", file=sys.stderr)
             return 2
-    overrides.append("train.checkpoint_every=0")
+    if not any(item.startswith("train.checkpoint_every=") for item in overrides):
+        overrides.append("train.checkpoint_every=0")  # unless asked for: disk and time
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or REPO / "runs" / f"learning-{stamp}"
     if (out / "learning.json").exists():  # never overwrite an earlier run's results
