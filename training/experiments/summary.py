@@ -63,7 +63,8 @@ def _number(value: Any) -> float:
 
 
 def best_validation(history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The validation entry with the highest finite Sharpe (the first of equals), or {}."""
+    """The validation entry the run kept: the best finite score (`train.select_by`; the first of
+    equals), or {}."""
     best = best_pass(history)
     return {} if best is None else dict(history[best])
 
