@@ -530,6 +530,20 @@ def run_real(job: RealJob) -> dict[str, Any]:
             }
             for name, m in report["instruments"].items()
         },
+        # Each fold's test segment on its own: how much of it the agent was in the market, its
+        # Sharpe against sized hold's, and the contender the fold kept (a policy that stands
+        # aside through a segment shows here, not in the combined figures).
+        "folds": [
+            {
+                "fold": fold["fold"],
+                "test": fold["test"],
+                "exposure_pct": finite(fold["metrics"].get("agent", {}).get("exposure_pct")),
+                "sharpe": finite(fold["metrics"].get("agent", {}).get("sharpe")),
+                "sharpe_sized_hold": finite(fold["metrics"].get("sized_hold", {}).get("sharpe")),
+                "contender_kept": fold.get("contender_kept"),
+            }
+            for fold in report["folds"]
+        ],
     }
 
 

@@ -62,6 +62,31 @@ def real_table(results: Sequence[dict[str, Any]]) -> str:
     return _table(headers, [cells])
 
 
+def folds_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per walk-forward fold, median / worst over seeds of the agent's exposure (% of the test
+    bars in the market) and Sharpe, sized hold's Sharpe, and which contender the folds kept."""
+    by_fold: dict[int, list[dict[str, Any]]] = {}
+    for result in results:
+        for fold in result.get("folds", []):
+            by_fold.setdefault(fold["fold"], []).append(fold)
+    rows = []
+    for number, folds in sorted(by_fold.items()):
+        test = folds[0]["test"]
+        exposure = _median_worst([f["exposure_pct"] for f in folds], "min")
+        sharpe = _median_worst([f["sharpe"] for f in folds], "min")
+        sized = statistics.median(finite(f["sharpe_sized_hold"]) for f in folds)
+        kept = [f["contender_kept"] or "-" for f in folds]  # "-": the run held no contest
+        counts = ", ".join(f"{name} {kept.count(name)}" for name in sorted(set(kept)))
+        rows.append([
+            str(number), f"{test['first']} .. {test['last']}",
+            f"{exposure[0]:.0f} / {exposure[1]:.0f}", f"{sharpe[0]:.2f} / {sharpe[1]:.2f}",
+            f"{sized:.2f}", counts,
+        ])  # fmt: skip
+    headers = ["fold", "test", "exposure % med / worst", "sharpe med / worst", "sized hold",
+               "kept"]  # fmt: skip
+    return _table(headers, rows)
+
+
 def finite(value: float | None) -> float:
     """A metric read back from JSON, where NaN is written as null."""
     return math.nan if value is None else float(value)
@@ -328,3 +353,6 @@ def print_report(report: dict[str, Any], per_run: bool = True) -> None:
             f"median / worst over seeds ({report['configs_tried']} configuration(s) tried):"
         )
         print(real_table(real))
+        if any(r.get("folds") for r in real):
+            print("\neach fold's test segment, over seeds:")
+            print(folds_table(real))

@@ -283,3 +283,24 @@ def test_combine_names_a_report_it_cannot_read_in_one_line(tmp_path: Path) -> No
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith(f"benchmarks/learning.py: {out / 'learning.json'}: no benchmark")
         assert reason in line
+
+
+def test_the_folds_table_shows_a_segment_the_agent_stood_aside_in() -> None:
+    report = report_module()
+    test = {"first": "2004-01-15", "last": "2009-01-23", "dates": 1265}
+
+    def fold(exposure: float, sharpe: float, kept: str | None) -> dict:
+        return {"fold": 1, "test": test, "exposure_pct": exposure, "sharpe": sharpe,
+                "sharpe_sized_hold": 0.4, "contender_kept": kept}  # fmt: skip
+
+    seeds = [
+        {"folds": [fold(13.0, 0.9, "incumbent")]},
+        {"folds": [fold(11.0, 0.7, "incumbent")]},
+        {"folds": [fold(100.0, 0.4, "hold")]},
+        {},  # an older report: no folds
+    ]
+    header, _, row = report.folds_table(seeds).splitlines()
+    assert "exposure % med / worst" in header
+    cells = [cell.strip() for cell in row.split("  ") if cell.strip()]
+    assert cells == ["1", "2004-01-15 .. 2009-01-23", "13 / 11", "0.70 / 0.40", "0.40",
+                     "hold 1, incumbent 2"]  # fmt: skip
