@@ -47,6 +47,7 @@ Usage:
         [--seeds 0 1 2 3 4] [--kinds trend_regimes ...] [--timesteps N] [--jobs 2]
         [--out runs/learning-<time>] [--real] [--folds 3] [--configs-tried N] [--fresh-series 8]
     python benchmarks/learning.py --combine OUT [OUT ...]
+    python benchmarks/learning.py --reselect OUT [--set train.select_by=growth ...] --out NEW
 
 `--quick` (a few minutes on 2 cores): 2 seeds, 40k timesteps, a short real walk-forward. With
 `--timesteps` (or `--quick`) the config's validation schedule is fitted to the shorter run: ten
@@ -55,7 +56,11 @@ go to `--out`; the tables are printed and written to `<out>/learning.json`. `--r
 nothing: it scores the agents an earlier run saved in OUT on `--fresh-series` fresh series, and
 the estimated ceiling again. `--combine OUT [OUT ...]` trains and writes nothing: it pools
 earlier runs' results into one set of tables, with the targets checked on every block of ten
-seeds (`blocks_table`), for a seed count no one run reaches.
+seeds (`blocks_table`), for a seed count no one run reaches. `--reselect OUT --out NEW` trains
+nothing either: it keeps, in OUT's synthetic runs, the pass and contender that other selection
+keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.hold_margin`) would have
+kept, and scores them into NEW (`reselect`): exact when OUT's runs kept a checkpoint at every
+validation pass (`--set train.checkpoint_every=` the config's `train.eval_every`).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ import contextlib
 import io
 import json
 import math
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -111,6 +117,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
 
     from envs.synthetic import rule_actions, run_actions, tune_knobs
     from training.config import load_config
+    from training.evaluation.selection import best_pass
     from training.evaluation.validation import read_validation_history
     from training.run.data import RunData
     from training.run.folder import RunDir
@@ -136,29 +143,21 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         actions = rule_actions(series, cfg.env, rule, knobs[rule], start=tail.start)
         references[rule] = run_actions(series, cfg.env, actions, tail).log_growth
 
-    def growth(strategy: str) -> float:
-        return math.log1p(metrics[strategy]["total_return_pct"] / 100.0)
-
-    agent, hold = growth("agent"), growth("buy_and_hold")
+    hold = math.log1p(metrics["buy_and_hold"]["total_return_pct"] / 100.0)
     edge = references["ceiling"] - hold
     estimated = estimated_on_own_tail(job.kind, job.seed, series, tail, cfg.env, hold, edge)
     scores = score_trained_agent(job.kind, job.seed, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
-    chosen = max(history, key=lambda h: -math.inf if h["sharpe"] is None else h["sharpe"])
+    chosen = history[best_pass(history) or 0]  # the pass the run kept, by its score
     return {
         "kind": job.kind,
         "seed": job.seed,
         "run": str(run.root),
         "seconds": seconds,
-        "growth_agent": agent,
         "growth_buy_and_hold": hold,
         "growth_ceiling": references["ceiling"],
         "growth_oracle": references["oracle"],
-        "share": (agent - hold) / edge if edge > 0 else math.nan,
-        "excess_growth": agent - hold,
-        "sharpe": finite(metrics["agent"]["sharpe"]),
-        "turnover_per_year": finite(metrics["agent"]["turnover_per_year"]),
-        "fees_pct_per_year": finite(metrics["agent"]["fees_pct_per_year"]),
+        **tail_figures(metrics["agent"], hold, references["ceiling"]),
         "gap_chosen": finite(chosen.get("generalization_gap")),
         "gap_last": finite(history[-1].get("generalization_gap")),
         "chosen_timesteps": chosen["timesteps"],
@@ -171,11 +170,26 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "contender_kept": json.loads(run.contest.read_text())["kept"]
         if run.contest.is_file()
         else None,
-        "average_leverage": finite(metrics["agent"]["average_leverage"]),
         "growth_training_bars": training_bars_growth(series.market, splits.train),
         **estimated,
         **scores,
         **by_state,
+    }
+
+
+def tail_figures(agent: dict[str, Any], hold: float, ceiling: float) -> dict[str, Any]:
+    """The agent's figures on its own tail from its backtest `agent` metrics, against
+    buy-and-hold's and the fair ceiling's log growth there (`hold`, `ceiling`)."""
+    growth = math.log1p(agent["total_return_pct"] / 100.0)
+    edge = ceiling - hold
+    return {
+        "growth_agent": growth,
+        "share": (growth - hold) / edge if edge > 0 else math.nan,
+        "excess_growth": growth - hold,
+        "sharpe": finite(agent["sharpe"]),
+        "turnover_per_year": finite(agent["turnover_per_year"]),
+        "fees_pct_per_year": finite(agent["fees_pct_per_year"]),
+        "average_leverage": finite(agent["average_leverage"]),
     }
 
 
@@ -571,6 +585,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="train nothing: score the agents of OUT/learning.json on --fresh-series series",
     )
     parser.add_argument(
+        "--reselect",
+        type=Path,
+        metavar="OUT",
+        help="train nothing: what OUT's synthetic runs keep under --set train.select_by, "
+        "train.challenger_margin or train.hold_margin, scored into --out",
+    )
+    parser.add_argument(
         "--combine",
         type=Path,
         nargs="+",
@@ -611,6 +632,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rescore:
         n_fresh = FRESH_SERIES if args.fresh_series is None else args.fresh_series
         return rescore(args.rescore, n_fresh, args.jobs)
+    if args.reselect:
+        if args.out is None:
+            print("benchmarks/learning.py: --reselect OUT needs --out NEW", file=sys.stderr)
+            return 2
+        n_fresh = FRESH_SERIES if args.fresh_series is None else args.fresh_series
+        try:
+            return reselect(args.reselect, args.out, args.overrides, args.jobs, n_fresh)
+        except ReselectError as error:
+            print(f"benchmarks/learning.py: {error}", file=sys.stderr)
+            return 2
     seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2, 3, 4])
     overrides = list(args.overrides)
     timesteps = args.timesteps or (40_000 if args.quick else None)
@@ -726,6 +757,130 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
         **estimated_on_own_tail(kind, seed, series, splits.test, env_config, hold, edge),
         **score_trained_agent(kind, seed, Path(result["run"]), n_fresh),
     }
+
+
+RESELECT_KEYS = ("train.select_by", "train.challenger_margin", "train.hold_margin")
+
+
+class ReselectError(ValueError):
+    """An earlier run that `--reselect` cannot judge (one line: what, and what to do)."""
+
+
+def reselect(out: Path, new_out: Path, overrides: Sequence[str], jobs: int, n_fresh: int) -> int:
+    """Train nothing: keep, in every synthetic run of ``<out>/learning.json``, the validation
+    pass and contender that `overrides` of `RESELECT_KEYS` would have kept, and score them as the
+    run scored its own; write the results to ``<new_out>/learning.json`` and print them.
+
+    Exact, since what validation keeps never feeds back into training (without
+    `train.patience`), provided the runs kept a checkpoint at every validation pass (`--set
+    train.checkpoint_every=` their `train.eval_every`): a run under the new keys trains to the
+    bit as the earlier one did. With the earlier keys it gives the earlier results back.
+    """
+    wrong = [item for item in overrides if item.split("=", 1)[0] not in RESELECT_KEYS]
+    if wrong:
+        raise ReselectError(
+            f"--reselect: {', '.join(wrong)}: only {', '.join(RESELECT_KEYS)} change what a "
+            "trained run keeps"
+        )
+    report = json.loads((out / "learning.json").read_text())
+    if new_out.exists():
+        raise ReselectError(f"--out {new_out}: already exists; pass a new folder")
+    new_out.mkdir(parents=True)
+    results = report["synthetic"]
+    print(f"reselecting {len(results)} runs of {out} with {' '.join(overrides)} -> {new_out}")
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        args = [(r, str(new_out), tuple(overrides), n_fresh) for r in results]
+        reselected = list(pool.map(_reselect_run, args))
+    for old, new in zip(results, reselected, strict=True):
+        print(f"  {old['kind']:<19} seed {old['seed']}: kept {old['contender_kept']} at "
+              f"{old['chosen_timesteps']:,} -> {new['contender_kept']} at "
+              f"{new['chosen_timesteps']:,}; tail g - g_bh {old['excess_growth']:+.3f} -> "
+              f"{new['excess_growth']:+.3f}")  # fmt: skip
+    new_report = {
+        **report,
+        "command": " ".join(sys.argv),
+        "reselected_from": str(out),
+        "overrides": [*report["overrides"], *overrides],
+        "synthetic": reselected,
+        "real": [],
+    }
+    return write_and_print(new_report, new_out / "learning.json")
+
+
+def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dict[str, Any]:
+    """One run of `reselect`: its folder rebuilt under the new keys in `<new_out>/synthetic/`
+    (each contender's history rescored, its kept pass's checkpoint as its best model, the
+    contest held again), backtested on the tail and scored as `run_synthetic` scores."""
+    import torch
+
+    from training.config import load_config, save_config
+    from training.evaluation.backtest import backtest, evaluation_env, write_report
+    from training.evaluation.selection import best_pass
+    from training.run.challenger import CONTENDERS, keep_better_contender
+    from training.run.folder import RunDir, load_model
+
+    torch.set_num_threads(1)
+    result, new_out, overrides, n_fresh = args
+    run = RunDir(Path(result["run"]))
+    cfg = load_config(run.config, list(overrides))
+    copy = RunDir(Path(new_out) / "synthetic" / run.root.name)
+    copy.root.mkdir(parents=True)
+    save_config(cfg, copy.config)
+    shutil.copy(run.splits, copy.splits)
+    contenders = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
+    select_by = cfg.train.select_by
+    if contenders:
+        for name in contenders:
+            _keep_pass(run.contender(name), copy.contender(name), select_by)
+        train = cfg.train
+        choice = keep_better_contender(copy, train.challenger_margin, train.hold_margin, select_by)
+        kept = choice["kept"]
+    else:
+        _keep_pass(run, copy, select_by)
+        kept = None
+    kind, seed = result["kind"], result["seed"]
+    series, split = synthetic_series(kind, seed)
+    tail = split.splits[0].test
+    tested = backtest(load_model(copy.root).policy, evaluation_env(series.market, cfg.env, tail))
+    write_report(tested, copy.report, f"{kind} seed {seed}, reselected")
+    history = json.loads(copy.validation_history.read_text())
+    return {
+        **result,
+        "run": str(copy.root),
+        **tail_figures(tested.metrics["agent"], result["growth_buy_and_hold"],
+                       result["growth_ceiling"]),
+        "chosen_timesteps": history[best_pass(history) or 0]["timesteps"],
+        "contender_kept": kept,
+        **score_trained_agent(kind, seed, copy.root, n_fresh),
+        **held_by_state(copy.report / "equity.csv", series.state, tail),
+    }  # fmt: skip
+
+
+def _keep_pass(source: Any, target: Any, select_by: str) -> None:
+    """`source`'s run folder as `target`, had it kept its passes by `select_by`: the history
+    rescored, the final model, and as the best model the checkpoint of the best pass (a hold
+    contender's, validated at 0 timesteps, is its final model)."""
+    from training.evaluation.selection import best_pass, validation_score
+    from training.run.atomic import write_json_atomic
+
+    target.root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source.config, target.config)
+    shutil.copy(source.final_model, target.final_model)
+    history = json.loads(source.validation_history.read_text())
+    for entry in history:
+        entry["score"], entry["score_standard_error"] = validation_score(entry, select_by)
+    write_json_atomic(target.validation_history, history)
+    best = best_pass(json.loads(target.validation_history.read_text()))  # NaN read back as None
+    if best is None:
+        return
+    timesteps = history[best]["timesteps"]
+    model = source.final_model if timesteps == 0 else source.checkpoint(timesteps)
+    if not model.is_file():
+        raise ReselectError(
+            f"--reselect: {model} is missing: train with --set train.checkpoint_every= the "
+            "run's train.eval_every, for a checkpoint at every validation pass"
+        )
+    shutil.copy(model, target.best_model)
 
 
 def combine(outs: Sequence[Path]) -> int:

@@ -304,3 +304,53 @@ def test_the_folds_table_shows_a_segment_the_agent_stood_aside_in() -> None:
     cells = [cell.strip() for cell in row.split("  ") if cell.strip()]
     assert cells == ["1", "2004-01-15 .. 2009-01-23", "13 / 11", "0.70 / 0.40", "0.40",
                      "hold 1, incumbent 2"]  # fmt: skip
+
+
+def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path) -> None:
+    def benchmark(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+    trained = tmp_path / "trained"
+    done = benchmark("--quick", "--kinds", "random_walk", "--seeds", "0", "--timesteps", "2048",
+                     "--fresh-series", "1", "--jobs", "1", "--out", str(trained),
+                     "--set", "train.checkpoint_every=204")  # fmt: skip
+    # (eval_every is a tenth of the run: a checkpoint at every validation pass)
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads((trained / "learning.json").read_text())["synthetic"]
+
+    # Under the keys it trained with, reselecting gives the run's own results back.
+    again = tmp_path / "again"
+    done = benchmark("--reselect", str(trained), "--fresh-series", "1", "--jobs", "1",
+                     "--out", str(again))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (same,) = json.loads((again / "learning.json").read_text())["synthetic"]
+    assert {k: v for k, v in same.items() if k != "run"} == {
+        k: v for k, v in result.items() if k != "run"
+    }
+
+    # By growth: every contender's history rescored, the best pass's checkpoint as its model.
+    growth = tmp_path / "growth"
+    done = benchmark("--reselect", str(trained), "--set", "train.select_by=growth",
+                     "--fresh-series", "1", "--jobs", "1", "--out", str(growth))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (by_growth,) = json.loads((growth / "learning.json").read_text())["synthetic"]
+    run = Path(by_growth["run"])
+    history = json.loads((run / "incumbent" / "validation.json").read_text())
+    scores = [math.log1p(entry["cagr_pct"] / 100) for entry in history]
+    assert [entry["score"] for entry in history] == pytest.approx(scores)
+    best = history[scores.index(max(scores))]["timesteps"]
+    source = Path(result["run"]) / "incumbent" / "checkpoints"
+    assert (run / "incumbent" / "best_model.safetensors").read_bytes() == (
+        source / f"checkpoint_{best}_steps.safetensors"
+    ).read_bytes()
+    contest = json.loads((run / "challenger.json").read_text())
+    assert contest["select_by"] == "growth" and contest["kept"] == by_growth["contender_kept"]
+
+    # Only the keys that change what a trained run keeps; a new folder each time.
+    done = benchmark(
+        "--reselect", str(trained), "--set", "ppo.gamma=0.9", "--out", str(tmp_path / "x")
+    )
+    assert done.returncode == 2 and "only train.select_by" in done.stderr
+    done = benchmark("--reselect", str(trained), "--out", str(growth))
+    assert done.returncode == 2 and "already exists" in done.stderr
