@@ -520,6 +520,7 @@ def run_real(job: RealJob) -> dict[str, Any]:
             cfg, job.folds, Path(job.out) / f"seed{job.seed}", job.configs_tried
         )
     agent, hold = report["aggregate"]["agent"], report["aggregate"]["buy_and_hold"]
+    sized = report["aggregate"].get("sized_hold", {})  # only with `env.volatility_target`
     return {
         "seed": job.seed,
         "run": str(run.root),
@@ -528,10 +529,13 @@ def run_real(job: RealJob) -> dict[str, Any]:
         "sharpe_buy_and_hold": finite(hold["sharpe"]),
         "sharpe_minus_buy_and_hold": finite(agent["sharpe"]) - finite(hold["sharpe"]),
         # buy-and-hold sized like the agent, with `env.volatility_target` only (NaN without)
-        "sharpe_sized_hold": finite(report["aggregate"].get("sized_hold", {}).get("sharpe")),
+        "sharpe_sized_hold": finite(sized.get("sharpe")),
         "total_return_pct": agent["total_return_pct"],
         "total_return_pct_buy_and_hold": hold["total_return_pct"],
+        "total_return_pct_sized_hold": finite(sized.get("total_return_pct")),
         "max_drawdown_pct": finite(agent["max_drawdown_pct"]),
+        "max_drawdown_pct_buy_and_hold": finite(hold["max_drawdown_pct"]),
+        "max_drawdown_pct_sized_hold": finite(sized.get("max_drawdown_pct")),
         "turnover_per_year": finite(agent["turnover_per_year"]),
         "fees_pct_per_year": finite(agent["fees_pct_per_year"]),
         "average_leverage": finite(agent["average_leverage"]),

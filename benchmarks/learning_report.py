@@ -46,6 +46,8 @@ REAL_COLUMNS = (  # (result key, heading, format, worst)
     ("sharpe_minus_buy_and_hold", "sharpe - b&h", "{:+.2f}", "min"),
     ("sharpe_sized_hold", "sized hold sharpe", "{:.2f}", "min"),
     ("max_drawdown_pct", "max dd %", "{:.1f}", "max"),
+    ("max_drawdown_pct_buy_and_hold", "b&h max dd %", "{:.1f}", "max"),
+    ("max_drawdown_pct_sized_hold", "sized hold max dd %", "{:.1f}", "max"),
     ("turnover_per_year", "turnover/yr", "{:.1f}", "max"),
     ("fees_pct_per_year", "fees %/yr", "{:.2f}", "max"),
     ("noise_probability", "P(edge is noise)", "{:.2f}", "max"),

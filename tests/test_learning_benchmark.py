@@ -306,6 +306,27 @@ def test_the_folds_table_shows_a_segment_the_agent_stood_aside_in() -> None:
                      "hold 1, incumbent 2"]  # fmt: skip
 
 
+def test_the_real_table_sets_the_agents_drawdown_beside_the_baselines() -> None:
+    report = report_module()
+    figures = {"sharpe": 1.2, "sharpe_buy_and_hold": 1.09, "sharpe_minus_buy_and_hold": 0.11,
+               "sharpe_sized_hold": 1.22, "turnover_per_year": 1.6, "fees_pct_per_year": 0.05,
+               "noise_probability": 1.0}  # fmt: skip
+    seeds = [
+        {"seed": 0, **figures, "max_drawdown_pct": 42.9, "max_drawdown_pct_buy_and_hold": 51.4,
+         "max_drawdown_pct_sized_hold": 40.3},
+        {"seed": 1, **figures, "max_drawdown_pct": 44.8, "max_drawdown_pct_buy_and_hold": 51.4,
+         "max_drawdown_pct_sized_hold": 40.3},
+        {"seed": 2, **figures, "max_drawdown_pct": 27.7},  # older: no baselines' drawdowns
+    ]  # fmt: skip
+    header, _, row = report.real_table(seeds).splitlines()
+    columns = [cell.strip() for cell in header.split("  ") if cell.strip()]
+    cells = [cell.strip() for cell in row.split("  ") if cell.strip()]
+    by_column = dict(zip(columns, cells, strict=True))
+    assert by_column["max dd %"] == "42.9 / 44.8"  # worst: the deepest
+    assert by_column["b&h max dd %"] == "51.4 / 51.4"
+    assert by_column["sized hold max dd %"] == "40.3 / 40.3"
+
+
 def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path) -> None:
     def benchmark(*args: str) -> subprocess.CompletedProcess:
         command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
