@@ -508,6 +508,7 @@ def run_real(job: RealJob) -> dict[str, Any]:
     """Walk forward on the config's instruments with one seed; the combined accounts' figures."""
     import torch
 
+    from training.cli import one_line_user_warnings
     from training.config import load_config
     from training.walkforward import walk_forward
 
@@ -515,7 +516,8 @@ def run_real(job: RealJob) -> dict[str, Any]:
     overrides = [*job.overrides, f"train.seed={job.seed}", "train.threads=1"]
     cfg = load_config(job.config, [*overrides, "train.progress_bar=false"])
     started = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
+    # a note on the data (e.g. a file without an adjusted close) as one line, as the CLI prints it
+    with contextlib.redirect_stdout(io.StringIO()), one_line_user_warnings():
         run, report = walk_forward(
             cfg, job.folds, Path(job.out) / f"seed{job.seed}", job.configs_tried
         )

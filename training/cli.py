@@ -50,7 +50,7 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
         @functools.wraps(main)
         def wrapped(argv: Sequence[str] | None = None) -> int:
             try:
-                with _one_line_user_warnings():
+                with one_line_user_warnings():
                     return main(argv)
             except user_errors as error:
                 print(f"error: {error}", file=sys.stderr)
@@ -72,7 +72,7 @@ def reports_user_errors(*extra: type[Exception]) -> Callable[[Main], Main]:
 
 
 @contextlib.contextmanager
-def _one_line_user_warnings() -> Iterator[None]:
+def one_line_user_warnings() -> Iterator[None]:
     """Inside, a plain `UserWarning` prints as `warning: <message>`; others as Python does."""
     default = warnings.formatwarning
 
