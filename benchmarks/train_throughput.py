@@ -82,6 +82,7 @@ from agent.trunk import AttentionTrunk
 from envs import BatchedTradingEnv
 from envs.core import TradingCore
 from envs.features import FEATURE_NAMES
+from training.cli import one_line_user_warnings
 from training.config import RunConfig, add_config_arguments, load_config
 from training.run.data import RunData, with_bars_per_year
 from training.run.folder import RunDir
@@ -328,7 +329,7 @@ def report_ppo(results: list[PPOTiming], device: torch.device) -> None:
     """Print the PPO table and the ours/SB3 ratio against its target."""
     print(
         f"\n{'policy':42s} {'params':>7s} {'env-steps/s':>11s} {'per rollout':>13s} "
-        f"{'collect s':>9s} {'update s':>8s}"
+        f"{'collect s':>9s} {'update s':>8s}  (seconds summed over the timed rollouts)"
     )
     for r in results:
         update = sum(r.seconds) - r.rollout_seconds
@@ -438,7 +439,8 @@ def main() -> None:
             ("SB3: MultiInputPolicy (MLP 64x64)", sb3_mlp),
         ):
             set_random_seed(cfg.train.seed)
-            models[name] = build(cfg, make_train_env(cfg))
+            with one_line_user_warnings():  # a note on the data as the CLI prints it
+                models[name] = build(cfg, make_train_env(cfg))
         report_ppo(time_ppo(models, args.rollouts, args.warmup), device)
 
     print(

@@ -256,6 +256,50 @@ def test_bad_files(tmp_path: Path) -> None:
     assert error(path).startswith(f"{path}: invalid YAML (line ")
 
 
+def test_extends_reads_the_base_file_first_and_merges_each_section(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text(
+        "ppo:\n  n_epochs: 7\n  gamma: 0.5\ntrain:\n  name: base\n", encoding="utf-8"
+    )
+    (tmp_path / "mid.yaml").write_text("extends: base.yaml\nppo:\n  gamma: 0.7\n", encoding="utf-8")
+    path = write(tmp_path, "extends: mid.yaml\nppo:\n  n_steps: 64\n")
+    cfg = load_config(path, ["train.name=top"])
+    assert (cfg.ppo.n_epochs, cfg.ppo.gamma, cfg.ppo.n_steps) == (7, 0.7, 64)
+    assert cfg.train.name == "top" and load_config(path).train.name == "base"
+    assert cfg.ppo.learning_rate == RunConfig().ppo.learning_rate  # set by no file
+
+
+def test_extends_mistakes_name_the_file_they_are_in(tmp_path: Path) -> None:
+    base = tmp_path / "base.yaml"
+    base.write_text("ppo:\n  n_steps: abc\n", encoding="utf-8")
+    path = write(tmp_path, "extends: base.yaml\n")
+    assert error(path) == f"{base}: ppo.n_steps: expected int, got 'abc' (str)"
+    path = write(tmp_path, "extends: base.yaml\nppo:\n  n_steps: 64\n")
+    assert load_config(path).ppo.n_steps == 64  # the top file's value replaces the bad one
+    path = write(tmp_path, "extends: nope.yaml\n")
+    assert error(path) == f"{path}: extends: {tmp_path / 'nope.yaml'}: no such config file"
+    path = write(tmp_path, "extends: [base.yaml]\n")
+    assert (
+        error(path)
+        == f"{path}: extends: expected the path of a YAML config, got ['base.yaml'] (list)"
+    )
+    base.write_text("extends: x.yaml\n", encoding="utf-8")
+    path = write(tmp_path, "extends: base.yaml\n")
+    assert "extends: a cycle of config files" in error(path)
+
+
+def test_the_gpu_config_is_the_default_run_with_gpu_shapes() -> None:
+    default, gpu = load_config(DEFAULT_CONFIG_PATH), load_config(CONFIGS / "gpu.yaml")
+    assert (gpu.data, gpu.ppo.gamma, gpu.ppo.learning_rate) == (
+        default.data,
+        default.ppo.gamma,
+        default.ppo.learning_rate,
+    )
+    assert dataclasses.replace(gpu.env, window=default.env.window) == default.env
+    same = ("select_by", "challenger", "hold_margin", "resampled_paths", "direction_teacher")
+    assert all(getattr(gpu.train, key) == getattr(default.train, key) for key in same)
+    assert (gpu.env.window, gpu.trunk.n_layers, gpu.ppo.n_envs) == (128, 4, 256)
+
+
 def test_yaml_dates_become_iso_strings(tmp_path: Path) -> None:
     path = write(tmp_path, "data:\n  validation_start: 2016-01-04\n  test_start: '2018-01-02'\n")
     cfg = load_config(path)

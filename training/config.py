@@ -3,7 +3,9 @@
 A run is one `RunConfig` with six sections: `data`, `env`, `trunk`, `policy`, `ppo`, `train`.
 Every field is documented where it is declared (CleanRL `Args` style). A file in `configs/` holds
 overrides only: a mapping of sections, each a mapping of keys; a key left out keeps its dataclass
-default. `--set section.key=value` overrides go on top, each value parsed with `yaml.safe_load`.
+default, or the value of the file named by a top-level `extends: other.yaml` (a path relative to
+the file; a chain of them is read base first, and each key comes from the last file that sets
+it). `--set section.key=value` overrides go on top, each value parsed with `yaml.safe_load`.
 
 Values are checked against the dataclass type hints:
 
@@ -503,6 +505,47 @@ def _read_yaml(path: Path, label: str) -> dict[str, Any]:
     return raw
 
 
+EXTENDS = "extends"  # the top-level key naming the config file a file builds on
+
+
+def _read_extended(
+    path: Path, label: str, origins: dict[str, str], chain: tuple[Path, ...]
+) -> dict[str, Any]:
+    """The mapping of sections of config file `path` on top of the file its `extends` names
+    (recursively): a section's keys merge, and each key keeps the value of the last file that
+    sets it. `origins` records, for every key that a base file sets and `path` does not, that
+    file's label, so that a mistake there names the file it is in. `chain` holds the files that
+    extend `path`, to refuse a cycle."""
+    raw = _read_yaml(path, label)
+    base_name = raw.pop(EXTENDS, None)
+    if base_name is None:
+        return raw
+    if not isinstance(base_name, str) or not base_name.strip():
+        raise ConfigError(
+            f"{label}: {EXTENDS}: expected the path of a YAML config, got {_show(base_name)}"
+        )
+    base_path = path.parent / base_name
+    base_label = str(base_path)
+    here = path.resolve()
+    if base_path.resolve() in (*chain, here):
+        files = " -> ".join(str(p) for p in (*chain, here, base_path.resolve()))
+        raise ConfigError(f"{label}: {EXTENDS}: a cycle of config files ({files})")
+    if not base_path.is_file():
+        raise ConfigError(f"{label}: {EXTENDS}: {base_label}: no such config file")
+    merged = _read_extended(base_path, base_label, origins, (*chain, here))
+    for section, keys in merged.items():
+        for key in keys if isinstance(keys, dict) else ():
+            origins.setdefault(f"{section}.{key}", base_label)
+    for section, keys in raw.items():
+        if isinstance(keys, dict) and isinstance(merged.get(section), dict):
+            merged[section] = {**merged[section], **keys}
+            for key in keys:
+                origins.pop(f"{section}.{key}", None)
+        else:
+            merged[section] = keys
+    return merged
+
+
 def _apply_override(
     raw: dict[str, Any], item: str, origins: dict[str, str], source: str = _OVERRIDE_SOURCE
 ) -> None:
@@ -546,8 +589,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     naming the file or `--set`, the dotted key and what was expected) on any mistake.
     """
     label = str(path) if path is not None else _OVERRIDE_SOURCE
-    raw = _read_yaml(Path(path), label) if path is not None else {}
     origins: dict[str, str] = {}
+    raw = _read_extended(Path(path), label, origins, ()) if path is not None else {}
     for item in overrides:
         _apply_override(raw, item, origins)
 
