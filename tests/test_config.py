@@ -261,7 +261,7 @@ def test_extends_reads_the_base_file_first_and_merges_each_section(tmp_path: Pat
         "ppo:\n  n_epochs: 7\n  gamma: 0.5\ntrain:\n  name: base\n", encoding="utf-8"
     )
     (tmp_path / "mid.yaml").write_text("extends: base.yaml\nppo:\n  gamma: 0.7\n", encoding="utf-8")
-    path = write(tmp_path, "extends: mid.yaml\nppo:\n  n_steps: 64\n")
+    path = write(tmp_path, "extends: mid.yaml\ntrain:\nppo:\n  n_steps: 64\n")  # empty train:
     cfg = load_config(path, ["train.name=top"])
     assert (cfg.ppo.n_epochs, cfg.ppo.gamma, cfg.ppo.n_steps) == (7, 0.7, 64)
     assert cfg.train.name == "top" and load_config(path).train.name == "base"

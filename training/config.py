@@ -537,6 +537,8 @@ def _read_extended(
         for key in keys if isinstance(keys, dict) else ():
             origins.setdefault(f"{section}.{key}", base_label)
     for section, keys in raw.items():
+        if keys is None:  # an empty section (`ppo:` alone) changes nothing
+            continue
         if isinstance(keys, dict) and isinstance(merged.get(section), dict):
             merged[section] = {**merged[section], **keys}
             for key in keys:
