@@ -143,9 +143,14 @@ def test_resume_restores_weights_optimizer_and_step_count_in_the_same_tensorboar
         (["--data", "no/such/file.csv"], "no/such/file.csv"),
         (["--set", "env.window=abc"], "env.window"),
         (["--set", "train.threads=0"], "train.threads: expected an integer >= 1 or null"),
+        (["--set", "policy.device=cuda"], "policy.device: cuda asked for, but torch"),
+        (["--set", "policy.device=gpu"], "expected a torch device such as auto, cpu or cuda"),
     ],
 )
-def test_user_mistakes_exit_2_with_one_line_and_no_traceback(args, message, tmp_path, capsys):
+def test_user_mistakes_exit_2_with_one_line_and_no_traceback(
+    args, message, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on CI, on any machine
     code = main(["--config", "configs/smoke.yaml", "--run-dir", str(tmp_path / "r"), *args])
     err = capsys.readouterr().err
     assert code == 2

@@ -23,7 +23,7 @@ from agent import MultiHeadPolicy, policy_of
 from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
 from envs.features import feature_names
-from training.config import RunConfig
+from training.config import ConfigError, RunConfig
 from training.run.augment import FeatureNoise, resampled_path
 from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
@@ -40,10 +40,36 @@ TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, co
 
 
 def prepare_torch(cfg: RunConfig) -> None:
-    """Seed Python, NumPy and torch, and set torch's CPU threads when `train.threads` is set."""
+    """Seed Python, NumPy and torch, and set torch's CPU threads when `train.threads` is set.
+
+    Raises `ConfigError` (one line) for a `policy.device` torch cannot use here: SB3 would run a
+    CUDA device it cannot see on the CPU without a word, and `configs/gpu.yaml`'s trunk there
+    would take hours instead of minutes."""
+    check_device(cfg.policy.device)
     set_random_seed(cfg.train.seed)
     if cfg.train.threads is not None:
         torch.set_num_threads(cfg.train.threads)
+
+
+def check_device(name: str) -> None:
+    """Raise `ConfigError` unless `name` ("auto", "cpu", "cuda", "cuda:1", ...) is a torch device
+    this machine has; "auto" always is (CUDA when torch sees a GPU, else the CPU)."""
+    if name == "auto":
+        return
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(
+            f"policy.device: expected a torch device such as auto, cpu or cuda, got {name!r}"
+        ) from None
+    if device.type != "cuda":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0 or (device.index or 0) >= count:
+        raise ConfigError(
+            f"policy.device: {name} asked for, but torch {torch.__version__} sees "
+            f"{count or 'no'} GPU{'s' if count != 1 else ''} here; set policy.device to cpu or auto"
+        )
 
 
 def ppo_arguments(cfg: RunConfig) -> dict[str, Any]:
