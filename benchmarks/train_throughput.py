@@ -83,10 +83,10 @@ from envs import BatchedTradingEnv
 from envs.core import TradingCore
 from envs.features import FEATURE_NAMES
 from training.cli import one_line_user_warnings
-from training.config import RunConfig, add_config_arguments, load_config
+from training.config import ConfigError, RunConfig, add_config_arguments, load_config
 from training.run.data import RunData, with_bars_per_year
 from training.run.folder import RunDir
-from training.run.session import build_model, ppo_arguments
+from training.run.session import build_model, check_device, ppo_arguments
 
 PPO_RATIO_TARGET = {"cpu": 0.25, "cuda": 0.8}  # ours / SB3 env-steps/s
 TRUNK_SHARE_TARGET = 0.40  # trunk GFLOP/s / matmul GFLOP/s, on CPU
@@ -408,9 +408,11 @@ def main() -> None:
     cfg = load_config(args.config, overrides)
     if args.threads:
         torch.set_num_threads(args.threads)
+    try:
+        check_device(cfg.policy.device)  # the check training makes: a GPU torch sees, or none
+    except ConfigError as error:
+        sys.exit(f"error: {error}")
     device = resolve_device(cfg.policy.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        sys.exit(f"error: device {device} asked for, but torch {torch.__version__} sees no GPU")
     bf16 = cfg.policy.bf16 and device.type == "cuda"
     t, p = cfg.trunk, cfg.ppo
 

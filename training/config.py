@@ -526,9 +526,9 @@ def _read_extended(
         )
     base_path = path.parent / base_name
     base_label = str(base_path)
-    here = path.resolve()
-    if base_path.resolve() in (*chain, here):
-        files = " -> ".join(str(p) for p in (*chain, here, base_path.resolve()))
+    here, base = path.resolve(), base_path.resolve()
+    if base in (*chain, here):
+        files = " -> ".join(str(p) for p in (*chain, here, base))
         raise ConfigError(f"{label}: {EXTENDS}: a cycle of config files ({files})")
     if not base_path.is_file():
         raise ConfigError(f"{label}: {EXTENDS}: {base_label}: no such config file")
