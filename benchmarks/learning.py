@@ -778,9 +778,11 @@ def reselect(out: Path, new_out: Path, overrides: Sequence[str], jobs: int, n_fr
     run scored its own; write the results to ``<new_out>/learning.json`` and print them.
 
     Exact, since what validation keeps never feeds back into training (without
-    `train.patience`), provided the runs kept a checkpoint at every validation pass (`--set
-    train.checkpoint_every=` their `train.eval_every`): a run under the new keys trains to the
-    bit as the earlier one did. With the earlier keys it gives the earlier results back.
+    `train.patience`): a run under the new keys trains to the bit as the earlier one did. A
+    contender whose best pass changes needs that pass's checkpoint (`--set
+    train.checkpoint_every=` the run's `train.eval_every` keeps one at every pass); a margin alone
+    (the same `train.select_by`) changes no contender's best pass, so it needs none. With the
+    earlier keys it gives the earlier results back.
     """
     wrong = [item for item in overrides if item.split("=", 1)[0] not in RESELECT_KEYS]
     if wrong:
@@ -791,8 +793,15 @@ def reselect(out: Path, new_out: Path, overrides: Sequence[str], jobs: int, n_fr
     report = json.loads((out / "learning.json").read_text())
     if new_out.exists():
         raise ReselectError(f"--out {new_out}: already exists; pass a new folder")
-    new_out.mkdir(parents=True)
     results = report["synthetic"]
+    if results:  # a value the config refuses: one line here, not a traceback from a worker
+        from training.config import ConfigError, load_config
+
+        try:
+            load_config(Path(results[0]["run"]) / "config.yaml", list(overrides))
+        except ConfigError as error:
+            raise ReselectError(str(error)) from None
+    new_out.mkdir(parents=True)
     print(f"reselecting {len(results)} runs of {out} with {' '.join(overrides)} -> {new_out}")
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
         args = [(r, str(new_out), tuple(overrides), n_fresh) for r in results]
@@ -864,7 +873,8 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
 
 def _keep_pass(source: Any, target: Any, select_by: str) -> None:
     """`source`'s run folder as `target`, had it kept its passes by `select_by`: the history
-    rescored, the final model, and as the best model the checkpoint of the best pass (a hold
+    rescored, the final model, and as the best model that of the best pass: the run's own best
+    model where `select_by` keeps the pass the run kept, else the pass's checkpoint (a hold
     contender's, validated at 0 timesteps, is its final model)."""
     from training.evaluation.selection import best_pass, validation_score
     from training.run.atomic import write_json_atomic
@@ -873,6 +883,7 @@ def _keep_pass(source: Any, target: Any, select_by: str) -> None:
     shutil.copy(source.config, target.config)
     shutil.copy(source.final_model, target.final_model)
     history = json.loads(source.validation_history.read_text())
+    kept_before = best_pass(history)  # under the run's own scores
     for entry in history:
         entry["score"], entry["score_standard_error"] = validation_score(entry, select_by)
     write_json_atomic(target.validation_history, history)
@@ -880,7 +891,10 @@ def _keep_pass(source: Any, target: Any, select_by: str) -> None:
     if best is None:
         return
     timesteps = history[best]["timesteps"]
-    model = source.final_model if timesteps == 0 else source.checkpoint(timesteps)
+    if best == kept_before and source.best_model.is_file():
+        model = source.best_model  # the same pass: the model the run kept for it
+    else:
+        model = source.final_model if timesteps == 0 else source.checkpoint(timesteps)
     if not model.is_file():
         raise ReselectError(
             f"--reselect: {model} is missing: train with --set train.checkpoint_every= the "

@@ -4,6 +4,7 @@ the estimated ceiling on its tail and on fresh series, and probes the heads' use
 import importlib.util
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -327,6 +328,15 @@ def test_the_real_table_sets_the_agents_drawdown_beside_the_baselines() -> None:
     assert by_column["sized hold max dd %"] == "40.3 / 40.3"
 
 
+def _weights(path: Path) -> tuple[str, dict[str, bytes]]:
+    """A model file's timestep count and tensors (a checkpoint adds its optimizer's state)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "np") as model:
+        tensors = {key: model.get_tensor(key).tobytes() for key in model.keys()}  # noqa: SIM118
+        return model.metadata()["num_timesteps"], tensors
+
+
 def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path) -> None:
     def benchmark(*args: str) -> subprocess.CompletedProcess:
         command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
@@ -362,13 +372,37 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     assert [entry["score"] for entry in history] == pytest.approx(scores)
     best = history[scores.index(max(scores))]["timesteps"]
     source = Path(result["run"]) / "incumbent" / "checkpoints"
-    assert (run / "incumbent" / "best_model.safetensors").read_bytes() == (
-        source / f"checkpoint_{best}_steps.safetensors"
-    ).read_bytes()
+    kept_model = run / "incumbent" / "best_model.safetensors"
+    assert _weights(kept_model) == _weights(source / f"checkpoint_{best}_steps.safetensors")
     contest = json.loads((run / "challenger.json").read_text())
     assert contest["select_by"] == "growth" and contest["kept"] == by_growth["contender_kept"]
 
-    # Only the keys that change what a trained run keeps; a new folder each time.
+    # A margin alone moves no contender's best pass: the run's own best models, no checkpoint.
+    for contender in ("incumbent", "challenger"):
+        shutil.rmtree(Path(result["run"]) / contender / "checkpoints")
+    margins = tmp_path / "margins"
+    done = benchmark("--reselect", str(trained), "--set", "train.hold_margin=1000",
+                     "--set", "train.challenger_margin=1000", "--fresh-series", "1",
+                     "--jobs", "1", "--out", str(margins))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (kept_first,) = json.loads((margins / "learning.json").read_text())["synthetic"]
+    assert kept_first["contender_kept"] == "incumbent"  # nothing beats it by 1000 standard errors
+    for contender in ("incumbent", "challenger", "hold"):
+        kept = Path(kept_first["run"]) / contender / "best_model.safetensors"
+        own = Path(result["run"]) / contender / "best_model.safetensors"
+        assert _weights(kept) == _weights(own)
+    adopted = Path(kept_first["run"]) / "best_model.safetensors"
+    assert _weights(adopted) == _weights(
+        Path(result["run"]) / "incumbent" / "best_model.safetensors"
+    )
+
+    # Only the keys that change what a trained run keeps, with values the config takes; a new
+    # folder each time.
+    done = benchmark(
+        "--reselect", str(trained), "--set", "train.hold_margin=-1", "--out", str(tmp_path / "z")
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "train.hold_margin: expected a number >= 0" in done.stderr
     done = benchmark(
         "--reselect", str(trained), "--set", "ppo.gamma=0.9", "--out", str(tmp_path / "x")
     )
