@@ -796,9 +796,10 @@ def reselect(out: Path, new_out: Path, overrides: Sequence[str], jobs: int, n_fr
     results = report["synthetic"]
     if results:  # a value the config refuses: one line here, not a traceback from a worker
         from training.config import ConfigError, load_config
+        from training.run.folder import RunDir
 
         try:
-            load_config(Path(results[0]["run"]) / "config.yaml", list(overrides))
+            load_config(RunDir(Path(results[0]["run"])).config, list(overrides))
         except ConfigError as error:
             raise ReselectError(str(error)) from None
     new_out.mkdir(parents=True)

@@ -328,13 +328,13 @@ def test_the_real_table_sets_the_agents_drawdown_beside_the_baselines() -> None:
     assert by_column["sized hold max dd %"] == "40.3 / 40.3"
 
 
-def _weights(path: Path) -> tuple[str, dict[str, bytes]]:
-    """A model file's timestep count and tensors (a checkpoint adds its optimizer's state)."""
-    from safetensors import safe_open
+def _weights(path: Path) -> tuple[int, dict[str, bytes]]:
+    """A model file's timestep count and policy tensors (a checkpoint adds its optimizer's state,
+    left out here)."""
+    from training.run.model_file import read_model_file
 
-    with safe_open(str(path), "np") as model:
-        tensors = {key: model.get_tensor(key).tobytes() for key in model.keys()}  # noqa: SIM118
-        return model.metadata()["num_timesteps"], tensors
+    saved = read_model_file(path)
+    return saved.num_timesteps, {name: t.numpy().tobytes() for name, t in saved.policy.items()}
 
 
 def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path) -> None:
