@@ -58,9 +58,10 @@ the estimated ceiling again. `--combine OUT [OUT ...]` trains and writes nothing
 earlier runs' results into one set of tables, with the targets checked on every block of ten
 seeds (`blocks_table`), for a seed count no one run reaches. `--reselect OUT --out NEW` trains
 nothing either: it keeps, in OUT's synthetic runs, the pass and contender that other selection
-keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.hold_margin`) would have
-kept, and scores them into NEW (`reselect`): exact when OUT's runs kept a checkpoint at every
-validation pass (`--set train.checkpoint_every=` the config's `train.eval_every`).
+keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.hold_margin`,
+`train.hold_against`) would have kept, and scores them into NEW (`reselect`): exact when OUT's
+runs kept a checkpoint at every validation pass (`--set train.checkpoint_every=` the config's
+`train.eval_every`).
 """
 
 from __future__ import annotations
@@ -595,7 +596,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         metavar="OUT",
         help="train nothing: what OUT's synthetic runs keep under --set train.select_by, "
-        "train.challenger_margin or train.hold_margin, scored into --out",
+        "train.challenger_margin, train.hold_margin or train.hold_against, scored into --out",
     )
     parser.add_argument(
         "--combine",
@@ -765,7 +766,12 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     }
 
 
-RESELECT_KEYS = ("train.select_by", "train.challenger_margin", "train.hold_margin")
+RESELECT_KEYS = (
+    "train.select_by",
+    "train.challenger_margin",
+    "train.hold_margin",
+    "train.hold_against",
+)
 
 
 class ReselectError(ValueError):
@@ -849,7 +855,9 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
         for name in contenders:
             _keep_pass(run.contender(name), copy.contender(name), select_by)
         train = cfg.train
-        choice = keep_better_contender(copy, train.challenger_margin, train.hold_margin, select_by)
+        choice = keep_better_contender(
+            copy, train.challenger_margin, train.hold_margin, select_by, train.hold_against
+        )
         kept = choice["kept"]
     else:
         _keep_pass(run, copy, select_by)

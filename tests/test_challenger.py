@@ -209,10 +209,42 @@ def test_by_growth_holding_beats_a_policy_that_stands_aside(tmp_path, incumbent,
 
 
 @pytest.mark.parametrize(
+    ("against", "hold", "kept", "to_beat"),
+    [
+        ("best", 0.39, "incumbent", 0.40),  # the best pass, +0.30, plus 1 x 0.20 / 2
+        ("best", 0.41, "hold", 0.40),
+        ("median", 0.19, "incumbent", 0.20),  # the median pass, +0.10, plus the same error
+        ("median", 0.21, "hold", 0.20),
+    ],
+)
+def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat):
+    run = RunDir(tmp_path)
+    # Growth, its volatility and Sharpe of five passes: best +0.30, median +0.10
+    passes = [(-0.2, 0.3, 0.1), (0.1, 0.25, 0.8), (0.3, 0.2, 1.9), (0.05, 0.2, 0.5), (0.15, 0.2, 1)]
+    histories = {
+        "incumbent": [entry for growth in passes for entry in growth_history(*growth)],
+        "hold": growth_history(hold, 0.18, 1.9),
+    }
+    histories["incumbent"].append({**histories["incumbent"][0], "score": float("nan")})
+    for name, history in histories.items():
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(history))
+        folder.best_model.write_bytes(f"best {name}".encode())
+    choice = keep_better_contender(run, 1.5, 1.0, "growth", hold_against=against)
+    assert choice["kept"] == kept and choice["hold_against"] == against
+    assert choice["hold_score_to_beat"] == pytest.approx(to_beat)
+    assert_adopted(run, run.contender(kept))
+    shown = format_contest(choice)
+    assert ("the median pass of the policy" in shown) == (against == "median")
+
+
+@pytest.mark.parametrize(
     ("overrides", "message"),
     [
         (['train.challenger=["env.window=8"]'], "a challenger changes only ppo, policy, trunk"),
         (['train.challenger=["train.restarts=2"]'], "other than train.challenger"),
+        (['train.challenger=["train.hold_against=median"]'], "train.hold_against"),
         (['train.challenger=["ppo.learning_rat=1"]'], "did you mean 'ppo.learning_rate'"),
         (['train.challenger=["ppo.learning_rate=abc"]'], "ppo.learning_rate: expected float"),
         (['train.challenger=["ppo.gamma"]'], "expected KEY=VALUE"),

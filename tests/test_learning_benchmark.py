@@ -382,11 +382,13 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
         shutil.rmtree(Path(result["run"]) / contender / "checkpoints")
     margins = tmp_path / "margins"
     done = benchmark("--reselect", str(trained), "--set", "train.hold_margin=1000",
-                     "--set", "train.challenger_margin=1000", "--fresh-series", "1",
-                     "--jobs", "1", "--out", str(margins))  # fmt: skip
+                     "--set", "train.challenger_margin=1000", "--set", "train.hold_against=median",
+                     "--fresh-series", "1", "--jobs", "1", "--out", str(margins))  # fmt: skip
     assert done.returncode == 0, done.stderr
     (kept_first,) = json.loads((margins / "learning.json").read_text())["synthetic"]
     assert kept_first["contender_kept"] == "incumbent"  # nothing beats it by 1000 standard errors
+    contest = json.loads((Path(kept_first["run"]) / "challenger.json").read_text())
+    assert contest["hold_against"] == "median"
     for contender in ("incumbent", "challenger", "hold"):
         kept = Path(kept_first["run"]) / contender / "best_model.safetensors"
         own = Path(result["run"]) / contender / "best_model.safetensors"

@@ -60,6 +60,7 @@ _OVERRIDE_SOURCE = "--set"
 # How resampled training paths order their blocks (`training.run.augment.block_order`).
 ResampleMethod = Literal["permutation", "bootstrap"]
 SelectBy = Literal["sharpe", "growth"]  # what validation ranks passes and contenders by
+HoldAgainst = Literal["best", "median"]  # which score of the kept policy holding must beat
 _DERIVED = {  # keys that once were configured, and where the value comes from now
     "trunk.window": "the trunk reads env.window",
     "trunk.n_features": "the trunk reads the data's feature count",
@@ -260,6 +261,9 @@ class TrainConfig:
     challenger: tuple[str, ...] = ()  # KEY=VALUE overrides of a second training (run/challenger.py)
     challenger_margin: float = 1.5  # standard errors of the validation score it must win by
     hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
+    # What holding must beat by hold_margin: the kept policy's "best" validation pass, or the
+    # "median" of its passes (the best of several leans the comparison towards the policy)
+    hold_against: HoldAgainst = "best"
     # What validation keeps (the pass, restart or contender): the best "sharpe", or "growth",
     # annualised log growth (evaluation/selection.py: under a leverage cap a policy that mostly
     # stands aside validates at a high Sharpe and earns little); the margins are in its units
@@ -623,6 +627,7 @@ _CONTEST_KEYS = (
     "train.challenger",
     "train.challenger_margin",
     "train.hold_margin",
+    "train.hold_against",
     "train.restarts",
     "train.run_dir",
 )
@@ -633,8 +638,8 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     in `train.challenger` applied in order, and no contest of its own (no challenger, no hold).
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
-    (`_CONTEST_KEYS`: `train.challenger`, its margin, `train.hold_margin`, `train.restarts`,
-    `train.run_dir`): both
+    (`_CONTEST_KEYS`: `train.challenger`, its margin, `train.hold_margin` and
+    `train.hold_against`, `train.restarts`, `train.run_dir`): both
     trainings read the same data through the same env and are compared on the same validation
     bars. Raises `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """

@@ -207,7 +207,7 @@ def learn(
             )
         train = cfg.train
         contest = keep_better_contender(
-            run, train.challenger_margin, train.hold_margin, train.select_by
+            run, train.challenger_margin, train.hold_margin, train.select_by, train.hold_against
         )
         log_contest(run, contest)
         print(f"\n{format_contest(contest)}")

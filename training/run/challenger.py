@@ -16,12 +16,14 @@ always chooses the env's hold action (long at the leverage nearest 1x with the w
 stop where there is such a level; sized by the volatility budget when there is one), built
 rather than trained (`DecisionHeads.always`) and validated once on the same bars. It is kept,
 instead of the policy the contest kept so far, only when its validation Sharpe beats that
-policy's best pass by ``hold_margin / sqrt(years)``. A policy that learned nothing (a random
+policy's best pass (or, with `train.hold_against` "median", the median of its passes) by
+``hold_margin / sqrt(years)``. A policy that learned nothing (a random
 walk's, which stands aside on noise) can validate clearly below holding; the run then ships what
 holding earns rather than a policy that validation shows worse. A policy with an edge that
 validation cannot confirm is kept (benchmarks/RESULTS.md, seventeenth round). The best pass of a
 trained policy is the best of several, so the comparison leans towards the policy: the margin is
-the evidence holding must add to that.
+the evidence holding must add to that; against the median pass, the comparison no longer
+leans, and the margin is all the evidence holding must show.
 
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
@@ -43,13 +45,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stable_baselines3.common.logger import configure
 
 from envs import TradingEnv
-from training.config import RunConfig, SelectBy, challenger_config, save_config
+from training.config import HoldAgainst, RunConfig, SelectBy, challenger_config, save_config
 from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
 from training.evaluation.validation import read_validation_history, validate_policy
 from training.run.atomic import write_bytes_atomic, write_json_atomic
@@ -98,7 +101,11 @@ def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
 
 
 def keep_better_contender(
-    run: RunDir, margin: float, hold_margin: float | None = None, select_by: SelectBy = "sharpe"
+    run: RunDir,
+    margin: float,
+    hold_margin: float | None = None,
+    select_by: SelectBy = "sharpe",
+    hold_against: HoldAgainst = "best",
 ) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps; returns (and
     writes to `run.contest`) what was compared.
@@ -109,6 +116,7 @@ def keep_better_contender(
     the incumbent's by more than `margin` standard errors of the incumbent's (for a Sharpe
     ratio ``1 / sqrt(years)``, years the length of the validation bars); then, with
     `hold_margin`, the hold contender is kept when its score exceeds that of the one kept so far
+    (its best pass's, or with `hold_against` "median" the median of its passes' finite scores)
     by more than `hold_margin` of that one's standard errors. A trained contender without a
     finite best pass (it never held a position, or never validated) counts as flat, score 0
     with the standard error of a Sharpe ratio, when it is the one to beat; one without a finite
@@ -134,12 +142,18 @@ def keep_better_contender(
     entries = [entry for history in histories.values() for entry in history]
     years = next((entry["years"] for entry in entries if entry["years"]), None)
 
-    def bar(kept: str, margin: float) -> float:
-        """The score that beats `kept`'s by `margin` of its standard errors."""
+    def bar(kept: str, margin: float, against: HoldAgainst = "best") -> float:
+        """The score that beats `kept`'s (its best pass's, or the median of its passes') by
+        `margin` of its standard errors."""
         error = standard_errors[kept]
         if not math.isfinite(error):  # flat, or a history written before scores had one
             error = 1.0 / math.sqrt(years) if years else math.inf
-        return (rows[kept]["best_validation_score"] or 0.0) + margin * error
+        score = rows[kept]["best_validation_score"]
+        if against == "median":
+            scores = [pass_score(entry) for entry in histories[kept]]
+            finite = [value for value in scores if value is not None]
+            score = statistics.median(finite) if finite else None
+        return (score or 0.0) + margin * error
 
     def beats(name: str, to_beat: float) -> bool:
         score = rows[name]["best_validation_score"]
@@ -156,8 +170,9 @@ def keep_better_contender(
         choice["score_to_beat"] = to_beat if math.isfinite(to_beat) else None
         kept = "challenger" if beats("challenger", to_beat) else kept
     if "hold" in rows and hold_margin is not None:
-        to_beat = bar(kept, hold_margin)
+        to_beat = bar(kept, hold_margin, hold_against)
         choice["hold_margin_standard_errors"] = hold_margin
+        choice["hold_against"] = hold_against
         choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
         kept = "hold" if beats("hold", to_beat) else kept
     adopt(run, run.contender(kept), histories[kept])
@@ -184,7 +199,10 @@ def format_contest(choice: dict[str, Any]) -> str:
     if "hold" in names:
         margin = choice["hold_margin_standard_errors"]
         to_beat = choice["hold_score_to_beat"]
-        rules.append(rule("holding", to_beat, margin, "the policy kept before it"))
+        than = "the policy kept before it"
+        if choice.get("hold_against") == "median":
+            than = "the median pass of the policy kept before it"
+        rules.append(rule("holding", to_beat, margin, than))
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"
