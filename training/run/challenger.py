@@ -17,9 +17,9 @@ stop where there is such a level; sized by the volatility budget when there is o
 rather than trained (`DecisionHeads.always`) and validated once on the same bars. It is kept,
 instead of the policy the contest kept so far, only when its validation Sharpe beats that
 policy's best pass (or, with `train.hold_against` "median", the median of its passes) by
-``hold_margin / sqrt(years)``. A policy that learned nothing (a random
-walk's, which stands aside on noise) can validate clearly below holding; the run then ships what
-holding earns rather than a policy that validation shows worse. A policy with an edge that
+``hold_margin / sqrt(years)``. A policy that learned nothing (a random walk's, which stands aside
+on noise) can validate clearly below holding; the run then ships what holding earns rather than
+a policy that validation shows worse. A policy with an edge that
 validation cannot confirm is kept (benchmarks/RESULTS.md, seventeenth round). The best pass of a
 trained policy is the best of several, so the comparison leans towards the policy: the margin is
 the evidence holding must add to that; against the median pass, the comparison no longer
@@ -148,12 +148,12 @@ def keep_better_contender(
         error = standard_errors[kept]
         if not math.isfinite(error):  # flat, or a history written before scores had one
             error = 1.0 / math.sqrt(years) if years else math.inf
-        score = rows[kept]["best_validation_score"]
         if against == "median":
-            scores = [pass_score(entry) for entry in histories[kept]]
-            finite = [value for value in scores if value is not None]
-            score = statistics.median(finite) if finite else None
-        return (score or 0.0) + margin * error
+            finite = [score for score in map(pass_score, histories[kept]) if score is not None]
+            reference = statistics.median(finite) if finite else None
+        else:
+            reference = rows[kept]["best_validation_score"]
+        return (reference or 0.0) + margin * error
 
     def beats(name: str, to_beat: float) -> bool:
         score = rows[name]["best_validation_score"]
