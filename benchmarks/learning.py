@@ -58,10 +58,10 @@ the estimated ceiling again. `--combine OUT [OUT ...]` trains and writes nothing
 earlier runs' results into one set of tables, with the targets checked on every block of ten
 seeds (`blocks_table`), for a seed count no one run reaches. `--reselect OUT --out NEW` trains
 nothing either: it keeps, in OUT's synthetic runs, the pass and contender that other selection
-keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.hold_margin`,
-`train.hold_against`) would have kept, and scores them into NEW (`reselect`): exact when OUT's
-runs kept a checkpoint at every validation pass (`--set train.checkpoint_every=` the config's
-`train.eval_every`).
+keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.challenger_evidence`,
+`train.hold_margin`, `train.hold_against`) would have kept, and scores them into NEW
+(`reselect`): exact when OUT's runs kept a checkpoint at every validation pass (`--set
+train.checkpoint_every=` the config's `train.eval_every`).
 """
 
 from __future__ import annotations
@@ -596,7 +596,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         metavar="OUT",
         help="train nothing: what OUT's synthetic runs keep under --set train.select_by, "
-        "train.challenger_margin, train.hold_margin or train.hold_against, scored into --out",
+        "train.challenger_margin, train.challenger_evidence, train.hold_margin or "
+        "train.hold_against, scored into --out",
     )
     parser.add_argument(
         "--combine",
@@ -769,6 +770,7 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
 RESELECT_KEYS = (
     "train.select_by",
     "train.challenger_margin",
+    "train.challenger_evidence",
     "train.hold_margin",
     "train.hold_against",
 )
@@ -838,7 +840,8 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
     from training.config import load_config, save_config
     from training.evaluation.backtest import backtest, evaluation_env, write_report
     from training.evaluation.selection import best_pass
-    from training.run.challenger import CONTENDERS, keep_better_contender
+    from training.run.challenger import CONTENDERS, keep_better_contender, momentum_evidence
+    from training.run.data import RunData
     from training.run.folder import RunDir, load_model
 
     torch.set_num_threads(1)
@@ -851,19 +854,27 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
     shutil.copy(run.splits, copy.splits)
     contenders = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
     select_by = cfg.train.select_by
+    kind, seed = result["kind"], result["seed"]
+    series, split = synthetic_series(kind, seed)
     if contenders:
         for name in contenders:
             _keep_pass(run.contender(name), copy.contender(name), select_by)
         train = cfg.train
+        level = train.challenger_evidence if "challenger" in contenders else None
+        training = RunData((series.market,), split).ranges("train", 1, cfg.env.window)
         choice = keep_better_contender(
-            copy, train.challenger_margin, train.hold_margin, select_by, train.hold_against
+            copy,
+            train.challenger_margin,
+            train.hold_margin,
+            select_by,
+            train.hold_against,
+            level,
+            None if level is None else momentum_evidence(cfg, training),
         )
         kept = choice["kept"]
     else:
         _keep_pass(run, copy, select_by)
         kept = None
-    kind, seed = result["kind"], result["seed"]
-    series, split = synthetic_series(kind, seed)
     tail = split.splits[0].test
     tested = backtest(load_model(copy.root).policy, evaluation_env(series.market, cfg.env, tail))
     write_report(tested, copy.report, f"{kind} seed {seed}, reselected")

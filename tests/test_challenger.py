@@ -10,7 +10,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from training.config import ConfigError, challenger_config, load_config
-from training.run.challenger import format_contest, keep_better_contender
+from training.run.challenger import format_contest, keep_better_contender, momentum_evidence
+from training.run.data import RunData
 from training.run.folder import RunDir, load_model
 from training.train import main
 
@@ -115,6 +116,47 @@ def test_the_challenger_must_win_by_the_margin(tmp_path, incumbent, challenger, 
     assert_adopted(run, run.contender(kept))
     assert json.loads(run.contest.read_text()) == choice
     assert math.isclose(choice["margin_standard_errors"], 1.5)
+
+
+@pytest.mark.parametrize(
+    ("evidence", "kept", "clause"),
+    [
+        (0.05, "challenger", "could win: the training bars' momentum predicts the next decision's "
+         "return at p = 0.05, below 0.1"),
+        (0.1, "incumbent", "could not win: the training bars' momentum predicts the next "
+         "decision's return at p = 0.1, not below 0.1"),
+        (None, "incumbent", "could not win: no momentum features or too few training bars"),
+    ],
+)  # fmt: skip
+def test_the_challenger_wins_only_where_the_training_bars_hint_at_it(
+    tmp_path, evidence, kept, clause
+):
+    run = RunDir(tmp_path)
+    for name, sharpe in (("incumbent", 0.5), ("challenger", 1.5)):  # 1.0 above: beyond 0.75
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(history(sharpe)))
+        folder.best_model.write_bytes(f"best {name}".encode())
+    choice = keep_better_contender(run, 1.5, evidence_level=0.1, evidence=evidence)
+    assert choice["kept"] == kept
+    assert choice["evidence_level"] == 0.1 and choice["evidence_p_value"] == evidence
+    assert_adopted(run, run.contender(kept))
+    assert f"the challenger {clause}" in format_contest(choice)
+    without = keep_better_contender(run, 1.5, evidence=evidence)  # no level: evidence unread
+    assert without["kept"] == "challenger" and "evidence_level" not in without
+    assert "could" not in format_contest(without)
+
+
+def test_a_run_measures_the_evidence_on_its_own_training_bars(tmp_path):
+    run = tmp_path / "run"
+    gate = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.challenger_evidence=1"]
+    assert train(run, *CHALLENGE, *gate) == 0
+    choice = json.loads(RunDir(run).contest.read_text())
+    cfg = load_config(RunDir(run).config)
+    data = RunData.load(cfg)
+    expected = momentum_evidence(cfg, data.ranges("train", 1, cfg.env.window))
+    assert choice["evidence_level"] == 1.0
+    assert choice["evidence_p_value"] == pytest.approx(expected) and expected < 1.0
 
 
 def test_the_hold_contender_always_holds_and_is_compared_on_the_same_bars(held):
@@ -252,6 +294,9 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
         (["train.challenger_margin=-1"], "train.challenger_margin: expected a number >= 0"),
         (['train.challenger=["train.hold_margin=1"]'], "other than train.challenger"),
         (["train.hold_margin=-1"], "train.hold_margin: expected a number >= 0, or null"),
+        (["train.challenger_evidence=0"], "train.challenger_evidence: expected a p-value level"),
+        (["train.challenger_evidence=1.5"], "above 0 and at most 1, or null for none"),
+        (['train.challenger=["train.challenger_evidence=0.5"]'], "other than train.challenger"),
         (["train.hold_margin=1", "train.restarts=2"], "no hold contender with"),
     ],
 )

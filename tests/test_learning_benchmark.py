@@ -398,6 +398,17 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
         Path(result["run"]) / "incumbent" / "best_model.safetensors"
     )
 
+    # Evidence the training bars cannot show: the challenger cannot win, whatever its margin.
+    gated = tmp_path / "gated"
+    done = benchmark("--reselect", str(trained), "--set", "train.challenger_margin=0",
+                     "--set", "train.hold_margin=1000", "--set", "train.challenger_evidence=1e-9",
+                     "--fresh-series", "1", "--jobs", "1", "--out", str(gated))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (kept_gated,) = json.loads((gated / "learning.json").read_text())["synthetic"]
+    assert kept_gated["contender_kept"] == "incumbent"
+    contest = json.loads((Path(kept_gated["run"]) / "challenger.json").read_text())
+    assert contest["evidence_level"] == 1e-9 and 1e-9 <= contest["evidence_p_value"] <= 1
+
     # Only the keys that change what a trained run keeps, with values the config takes; a new
     # folder each time.
     done = benchmark(

@@ -260,6 +260,9 @@ class TrainConfig:
     direction_teacher: float = 0.0  # weight of the linear teacher's loss (run/teacher.py); 0: off
     challenger: tuple[str, ...] = ()  # KEY=VALUE overrides of a second training (run/challenger.py)
     challenger_margin: float = 1.5  # standard errors of the validation score it must win by
+    # The challenger may win only where the training bars' momentum predicts the next decision's
+    # return at this p-value (the direction teacher's test, run/teacher.py); None: anywhere
+    challenger_evidence: float | None = None
     hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
     # What holding must beat by hold_margin: the kept policy's "best" validation pass, or the
     # "median" of its passes (the best of several leans the comparison towards the policy)
@@ -308,6 +311,11 @@ class TrainConfig:
                 ("direction_outcomes", self.direction_outcomes >= 0, "a number >= 0"),
                 ("direction_teacher", self.direction_teacher >= 0, "a number >= 0"),
                 ("challenger_margin", self.challenger_margin >= 0, "a number >= 0"),
+                (
+                    "challenger_evidence",
+                    self.challenger_evidence is None or 0 < self.challenger_evidence <= 1,
+                    "a p-value level above 0 and at most 1, or null for none",
+                ),
                 (
                     "hold_margin",
                     self.hold_margin is None or self.hold_margin >= 0,
@@ -626,6 +634,7 @@ CHALLENGER_SECTIONS = ("ppo", "policy", "trunk", "train")  # what a challenger m
 _CONTEST_KEYS = (
     "train.challenger",
     "train.challenger_margin",
+    "train.challenger_evidence",
     "train.hold_margin",
     "train.hold_against",
     "train.restarts",
@@ -638,7 +647,7 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     in `train.challenger` applied in order, and no contest of its own (no challenger, no hold).
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
-    (`_CONTEST_KEYS`: `train.challenger`, its margin, `train.hold_margin` and
+    (`_CONTEST_KEYS`: `train.challenger`, its margin and evidence, `train.hold_margin` and
     `train.hold_against`, `train.restarts`, `train.run_dir`): both
     trainings read the same data through the same env and are compared on the same validation
     bars. Raises `ConfigError`, one line naming `source`, on any mistake in the overrides.

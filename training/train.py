@@ -54,6 +54,7 @@ from training.run.challenger import (
     format_contest,
     keep_better_contender,
     log_contest,
+    momentum_evidence,
     prepare_hold,
     spoken_list,
 )
@@ -188,9 +189,11 @@ def learn(
     With `train.restarts` > 1, that many such runs from different seeds, each in its own folder,
     and the one that validates best kept as the run's model (`training.run.restarts`); with
     `train.challenger`, an incumbent and a challenger trained so, and the challenger kept only
-    when it validates better by the margin; with `train.hold_margin`, holding kept instead when
-    it validates better than that by its margin (`training.run.challenger`). On `resume`,
-    finished ones are kept and the others continue from their newest checkpoint.
+    when it validates better by the margin (with `train.challenger_evidence`, only where the
+    training bars' momentum predicts returns at that p-value); with `train.hold_margin`,
+    holding kept instead when it validates better than that by its margin
+    (`training.run.challenger`). On `resume`, finished ones are kept and the others continue
+    from their newest checkpoint.
     """
     if cfg.train.contested:
         for name, contender_cfg in contender_configs(cfg, run).items():
@@ -206,8 +209,15 @@ def learn(
                 f"{run.contender('hold').root}"
             )
         train = cfg.train
+        level = train.challenger_evidence if train.challenger else None
         contest = keep_better_contender(
-            run, train.challenger_margin, train.hold_margin, train.select_by, train.hold_against
+            run,
+            train.challenger_margin,
+            train.hold_margin,
+            train.select_by,
+            train.hold_against,
+            level,
+            None if level is None else momentum_evidence(cfg, train_ranges),
         )
         log_contest(run, contest)
         print(f"\n{format_contest(contest)}")

@@ -11,6 +11,16 @@ standard errors of a Sharpe ratio over the validation bars, ``margin / sqrt(year
 standard error of an annualised Sharpe near zero over `years` of returns, Lo 2002), and the
 incumbent otherwise: the usual model, unless the evidence against it is clear.
 
+With `train.challenger_evidence`, the challenger may win only where the training bars hint at
+what it learns: where their momentum predicts the next decision's return at that p-value, by
+the direction teacher's test (`momentum_evidence`; `training.run.teacher`), far looser than the
+level at which the teacher itself teaches. Its every-direction loss learns whatever paid on the
+training states, a trend the teacher's test cannot yet establish and a random walk's noise
+alike; validation tells them apart only where the difference is large, and over the learning
+benchmark's runs the challengers that won on trend series had the training bars' momentum at p
+0.002-0.06, and most that won on random walks at 0.29-0.65 (benchmarks/RESULTS.md, twenty-sixth
+round). Where the bars show no such hint the incumbent is kept, whatever validation says.
+
 Holding is a contender too, with `train.hold_margin`: a policy of the same architecture that
 always chooses the env's hold action (long at the leverage nearest 1x with the widest stop, no
 stop where there is such a level; sized by the volatility budget when there is one), built
@@ -51,7 +61,8 @@ from typing import Any
 
 from stable_baselines3.common.logger import configure
 
-from envs import TradingEnv
+from envs import MarketData, TradingEnv
+from envs.core import TradingCore
 from training.config import HoldAgainst, RunConfig, SelectBy, challenger_config, save_config
 from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
 from training.evaluation.validation import read_validation_history, validate_policy
@@ -59,6 +70,7 @@ from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.folder import RunDir, build_policy
 from training.run.model_file import write_model_file
 from training.run.restarts import adopt
+from training.run.teacher import momentum_teacher
 
 CONTENDERS = ("incumbent", "challenger", "hold")  # in the order they are compared
 TRAINED = CONTENDERS[:2]  # the contenders PPO trains; the hold policy is built
@@ -92,6 +104,16 @@ def prepare_hold(cfg: RunConfig, run: RunDir, validation_envs: Mapping[str, Trad
     return True
 
 
+def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
+    """The p-value at which the momentum of the training `ranges` ((market, bars) pairs, the
+    run's real training ranges) predicts the next decision's return: the joint test of the
+    direction teacher `cfg` would fit on them (`training.run.teacher.momentum_teacher`), whether
+    or not the run has one. None where no teacher can be fitted (no momentum features in
+    `cfg.env`, too few bars)."""
+    teacher = momentum_teacher(TradingCore.stacked(ranges, cfg.env), len(ranges), cfg.env)
+    return None if teacher is None else teacher.p_value
+
+
 def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
     """`cfg` without a contest of its own (no challenger, no hold), run in `folder`."""
     train = dataclasses.replace(
@@ -106,6 +128,8 @@ def keep_better_contender(
     hold_margin: float | None = None,
     select_by: SelectBy = "sharpe",
     hold_against: HoldAgainst = "best",
+    evidence_level: float | None = None,
+    evidence: float | None = None,
 ) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps; returns (and
     writes to `run.contest`) what was compared.
@@ -114,7 +138,9 @@ def keep_better_contender(
     pass's validation score (`select_by`: its Sharpe ratio or its log growth, as the passes
     recorded it, `training.evaluation.selection`). The challenger is kept when its score exceeds
     the incumbent's by more than `margin` standard errors of the incumbent's (for a Sharpe
-    ratio ``1 / sqrt(years)``, years the length of the validation bars); then, with
+    ratio ``1 / sqrt(years)``, years the length of the validation bars), and, with
+    `evidence_level`, only when `evidence` (`momentum_evidence` of the training bars; None: not
+    measurable) is a p-value below it; then, with
     `hold_margin`, the hold contender is kept when its score exceeds that of the one kept so far
     (its best pass's, or with `hold_against` "median" the median of its passes' finite scores)
     by more than `hold_margin` of that one's standard errors. A trained contender without a
@@ -168,7 +194,11 @@ def keep_better_contender(
     if "challenger" in rows:
         to_beat = bar(kept, margin)
         choice["score_to_beat"] = to_beat if math.isfinite(to_beat) else None
-        kept = "challenger" if beats("challenger", to_beat) else kept
+        eligible = evidence_level is None or (evidence is not None and evidence < evidence_level)
+        if evidence_level is not None:
+            choice["evidence_level"] = evidence_level
+            choice["evidence_p_value"] = evidence
+        kept = "challenger" if eligible and beats("challenger", to_beat) else kept
     if "hold" in rows and hold_margin is not None:
         to_beat = bar(kept, hold_margin, hold_against)
         choice["hold_margin_standard_errors"] = hold_margin
@@ -196,6 +226,8 @@ def format_contest(choice: dict[str, Any]) -> str:
     if "challenger" in names:
         margin = choice["margin_standard_errors"]
         rules.append(rule("the challenger", choice["score_to_beat"], margin, "the incumbent"))
+        if "evidence_level" in choice:
+            rules.append(describe_evidence(choice["evidence_p_value"], choice["evidence_level"]))
     if "hold" in names:
         margin = choice["hold_margin_standard_errors"]
         to_beat = choice["hold_score_to_beat"]
@@ -217,6 +249,19 @@ def format_contest(choice: dict[str, Any]) -> str:
         mark = "  <- kept" if row["contender"] == choice["kept"] else ""
         lines.append(f"  {row['contender']}: {best}{mark}")
     return "\n".join(lines)
+
+
+def describe_evidence(p_value: float | None, level: float) -> str:
+    """Whether the challenger could win, by the training bars' momentum evidence `p_value`
+    (`momentum_evidence`) against `level` (`train.challenger_evidence`), as a clause."""
+    if p_value is None:
+        return "the challenger could not win: no momentum features or too few training bars"
+    verb = "could win" if p_value < level else "could not win"
+    relation = "below" if p_value < level else "not below"
+    return (
+        f"the challenger {verb}: the training bars' momentum predicts the next decision's "
+        f"return at p = {p_value:.3g}, {relation} {level:g}"
+    )
 
 
 def spoken_list(names: Sequence[str]) -> str:

@@ -22,19 +22,13 @@ from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 from agent import MultiHeadPolicy, policy_of
 from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
-from envs.features import feature_names
 from training.config import ConfigError, RunConfig
 from training.run.augment import FeatureNoise, resampled_path
 from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 from training.run.interrupt import remembered_ctrl_c
 from training.run.outcomes import DirectionOutcomes
-from training.run.teacher import (
-    DirectionTeacher,
-    LinearTeacher,
-    describe_teacher,
-    momentum_columns,
-)
+from training.run.teacher import DirectionTeacher, describe_teacher, momentum_teacher
 
 TB_RUN_NAME = "train"  # TensorBoard run name: events go to <run>/tb/train_1, continued on resume
 
@@ -162,10 +156,7 @@ def fit(
         if outcomes > 0:  # the direction head also learns from the levels it did not take
             monitors.append(DirectionOutcomes(outcomes, cfg.ppo.batch_size, cfg.train.seed))
         if cfg.train.direction_teacher > 0:  # what the training bars establish (run/teacher.py)
-            names = feature_names(cfg.env.momentum_horizons)
-            teacher = LinearTeacher.fit(
-                core, real_ranges, cfg.env.decision_interval, columns=momentum_columns(names)
-            )
+            teacher = momentum_teacher(core, real_ranges, cfg.env)
             print(describe_teacher(teacher))
             if teacher is not None and teacher.teaches:
                 monitors.append(

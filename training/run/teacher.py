@@ -47,7 +47,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envs.config import EnvConfig
 from envs.core import TradingCore
+from envs.features import feature_names
 from training.run.outcomes import RolloutPass
 
 TEACHER_Z = 2.326  # standard errors a prediction must clear: one-sided 1% of a normal
@@ -152,6 +154,16 @@ class LinearTeacher:
         labels[mean > self.z * error] = int(np.argmax(sides))
         labels[mean < -self.z * error] = int(np.argmin(sides))
         return labels
+
+
+def momentum_teacher(core: TradingCore, ranges: int, env: EnvConfig) -> LinearTeacher | None:
+    """The teacher a run with `env` fits (`LinearTeacher.fit`): on the momentum features
+    (`momentum_columns`) of `core`'s first `ranges` ranges, for decisions held
+    `env.decision_interval` bars. None where `LinearTeacher.fit` fits none (no momentum
+    features, too few bars). Its `p_value` is also the evidence the contest asks of a challenger
+    (`training.run.challenger`, `train.challenger_evidence`)."""
+    columns = momentum_columns(feature_names(env.momentum_horizons))
+    return LinearTeacher.fit(core, ranges, env.decision_interval, columns=columns)
 
 
 def describe_teacher(teacher: LinearTeacher | None) -> str:
