@@ -343,6 +343,17 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
         return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
     trained = tmp_path / "trained"
+
+    def reselected(out: str, *overrides: str) -> tuple[dict, dict]:
+        """`trained` reselected under `overrides` into `tmp_path / out`: its one synthetic
+        result and the contest it held."""
+        sets = [arg for item in overrides for arg in ("--set", item)]
+        done = benchmark("--reselect", str(trained), *sets, "--fresh-series", "1", "--jobs", "1",
+                         "--out", str(tmp_path / out))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        (result,) = json.loads((tmp_path / out / "learning.json").read_text())["synthetic"]
+        return result, json.loads((Path(result["run"]) / "challenger.json").read_text())
+
     done = benchmark("--quick", "--kinds", "random_walk", "--seeds", "0", "--timesteps", "2048",
                      "--fresh-series", "1", "--jobs", "1", "--out", str(trained),
                      "--set", "train.checkpoint_every=204")  # fmt: skip
@@ -380,14 +391,11 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     # A margin alone moves no contender's best pass: the run's own best models, no checkpoint.
     for contender in ("incumbent", "challenger"):
         shutil.rmtree(Path(result["run"]) / contender / "checkpoints")
-    margins = tmp_path / "margins"
-    done = benchmark("--reselect", str(trained), "--set", "train.hold_margin=1000",
-                     "--set", "train.challenger_margin=1000", "--set", "train.hold_against=median",
-                     "--fresh-series", "1", "--jobs", "1", "--out", str(margins))  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (kept_first,) = json.loads((margins / "learning.json").read_text())["synthetic"]
+    kept_first, contest = reselected(
+        "margins", "train.hold_margin=1000", "train.challenger_margin=1000",
+        "train.hold_against=median",
+    )  # fmt: skip
     assert kept_first["contender_kept"] == "incumbent"  # nothing beats it by 1000 standard errors
-    contest = json.loads((Path(kept_first["run"]) / "challenger.json").read_text())
     assert contest["hold_against"] == "median"
     for contender in ("incumbent", "challenger", "hold"):
         kept = Path(kept_first["run"]) / contender / "best_model.safetensors"
@@ -399,14 +407,11 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     )
 
     # Evidence the training bars cannot show: the challenger cannot win, whatever its margin.
-    gated = tmp_path / "gated"
-    done = benchmark("--reselect", str(trained), "--set", "train.challenger_margin=0",
-                     "--set", "train.hold_margin=1000", "--set", "train.challenger_evidence=1e-9",
-                     "--fresh-series", "1", "--jobs", "1", "--out", str(gated))  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (kept_gated,) = json.loads((gated / "learning.json").read_text())["synthetic"]
+    kept_gated, contest = reselected(
+        "gated", "train.challenger_margin=0", "train.hold_margin=1000",
+        "train.challenger_evidence=1e-9",
+    )  # fmt: skip
     assert kept_gated["contender_kept"] == "incumbent"
-    contest = json.loads((Path(kept_gated["run"]) / "challenger.json").read_text())
     assert contest["evidence_level"] == 1e-9 and 1e-9 <= contest["evidence_p_value"] <= 1
 
     # Only the keys that change what a trained run keeps, with values the config takes; a new
