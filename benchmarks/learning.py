@@ -840,7 +840,7 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
     from training.config import load_config, save_config
     from training.evaluation.backtest import backtest, evaluation_env, write_report
     from training.evaluation.selection import best_pass
-    from training.run.challenger import CONTENDERS, keep_better_contender, momentum_evidence
+    from training.run.challenger import CONTENDERS, contest_evidence, keep_better_contender
     from training.run.data import RunData
     from training.run.folder import RunDir, load_model
 
@@ -860,7 +860,6 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
         for name in contenders:
             _keep_pass(run.contender(name), copy.contender(name), select_by)
         train = cfg.train
-        level = train.challenger_evidence if "challenger" in contenders else None
         training = RunData((series.market,), split).ranges("train", 1, cfg.env.window)
         choice = keep_better_contender(
             copy,
@@ -868,8 +867,8 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
             train.hold_margin,
             select_by,
             train.hold_against,
-            level,
-            None if level is None else momentum_evidence(cfg, training),
+            train.challenger_evidence,
+            contest_evidence(cfg, training),
         )
         kept = choice["kept"]
     else:

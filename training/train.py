@@ -51,10 +51,10 @@ from training.run.challenger import (
     CONTENDERS,
     TRAINED,
     contender_configs,
+    contest_evidence,
     format_contest,
     keep_better_contender,
     log_contest,
-    momentum_evidence,
     prepare_hold,
     spoken_list,
 )
@@ -209,15 +209,14 @@ def learn(
                 f"{run.contender('hold').root}"
             )
         train = cfg.train
-        level = train.challenger_evidence if train.challenger else None
         contest = keep_better_contender(
             run,
             train.challenger_margin,
             train.hold_margin,
             train.select_by,
             train.hold_against,
-            level,
-            None if level is None else momentum_evidence(cfg, train_ranges),
+            train.challenger_evidence,
+            contest_evidence(cfg, train_ranges),
         )
         log_contest(run, contest)
         print(f"\n{format_contest(contest)}")

@@ -117,6 +117,20 @@ def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]
     return None if teacher is None else teacher.p_value
 
 
+def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
+    """`momentum_evidence` of the training `ranges` where `cfg`'s contest reads it (a
+    `train.challenger` and a `train.challenger_evidence`); None, and nothing fitted, elsewhere."""
+    if not cfg.train.challenger or cfg.train.challenger_evidence is None:
+        return None
+    return momentum_evidence(cfg, ranges)
+
+
+def evidence_admits(evidence: float | None, level: float | None) -> bool:
+    """Whether the challenger may win (`train.challenger_evidence`): always without a `level`,
+    else only where the training bars' momentum `evidence` is a p-value below it."""
+    return level is None or (evidence is not None and evidence < level)
+
+
 def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
     """`cfg` without a contest of its own (no challenger, no hold), run in `folder`."""
     train = dataclasses.replace(
@@ -197,11 +211,11 @@ def keep_better_contender(
     if "challenger" in rows:
         to_beat = bar(kept, margin)
         choice["score_to_beat"] = to_beat if math.isfinite(to_beat) else None
-        eligible = evidence_level is None or (evidence is not None and evidence < evidence_level)
         if evidence_level is not None:
             choice["evidence_level"] = evidence_level
             choice["evidence_p_value"] = evidence
-        kept = "challenger" if eligible and beats("challenger", to_beat) else kept
+        if evidence_admits(evidence, evidence_level) and beats("challenger", to_beat):
+            kept = "challenger"
     if "hold" in rows and hold_margin is not None:
         to_beat = bar(kept, hold_margin, hold_against)
         choice["hold_margin_standard_errors"] = hold_margin
@@ -259,8 +273,9 @@ def describe_evidence(p_value: float | None, level: float) -> str:
     (`momentum_evidence`) against `level` (`train.challenger_evidence`), as a clause."""
     if p_value is None:
         return "the challenger could not win: no momentum features or too few training bars"
-    verb = "could win" if p_value < level else "could not win"
-    relation = "below" if p_value < level else "not below"
+    admitted = evidence_admits(p_value, level)
+    verb = "could win" if admitted else "could not win"
+    relation = "below" if admitted else "not below"
     return (
         f"the challenger {verb}: the training bars' momentum predicts the next decision's "
         f"return at p = {p_value:.3g}, {relation} {level:g}"
