@@ -59,7 +59,8 @@ earlier runs' results into one set of tables, with the targets checked on every 
 seeds (`blocks_table`), for a seed count no one run reaches. `--reselect OUT --out NEW` trains
 nothing either: it keeps, in OUT's synthetic runs, the pass and contender that other selection
 keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.challenger_evidence`,
-`train.hold_margin`, `train.hold_against`) would have kept, and scores them into NEW
+`train.hold_margin`, `train.hold_against`, `train.hold_evidence`, `train.policy_margin`) would
+have kept, and scores them into NEW
 (`reselect`): exact when OUT's runs kept a checkpoint at every validation pass (`--set
 train.checkpoint_every=` the config's `train.eval_every`).
 """
@@ -596,8 +597,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         metavar="OUT",
         help="train nothing: what OUT's synthetic runs keep under --set train.select_by, "
-        "train.challenger_margin, train.challenger_evidence, train.hold_margin or "
-        "train.hold_against, scored into --out",
+        "train.challenger_margin, train.challenger_evidence, train.hold_margin, "
+        "train.hold_against, train.hold_evidence or train.policy_margin, scored into --out",
     )
     parser.add_argument(
         "--combine",
@@ -773,6 +774,8 @@ RESELECT_KEYS = (
     "train.challenger_evidence",
     "train.hold_margin",
     "train.hold_against",
+    "train.hold_evidence",
+    "train.policy_margin",
 )
 
 
@@ -859,17 +862,8 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
     if contenders:
         for name in contenders:
             _keep_pass(run.contender(name), copy.contender(name), select_by)
-        train = cfg.train
         training = RunData((series.market,), split).ranges("train", 1, cfg.env.window)
-        choice = keep_better_contender(
-            copy,
-            train.challenger_margin,
-            train.hold_margin,
-            select_by,
-            train.hold_against,
-            train.challenger_evidence,
-            contest_evidence(cfg, training),
-        )
+        choice = keep_better_contender(copy, cfg.train, contest_evidence(cfg, training))
         kept = choice["kept"]
     else:
         _keep_pass(run, copy, select_by)

@@ -5,11 +5,12 @@ margin."""
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from training.config import ConfigError, challenger_config, load_config
+from training.config import ConfigError, TrainConfig, challenger_config, load_config
 from training.run.challenger import format_contest, keep_better_contender, momentum_evidence
 from training.run.data import RunData
 from training.run.folder import RunDir, load_model
@@ -78,6 +79,11 @@ def test_a_finished_contest_resumes_without_training_again(contested, capsys):
     assert (contested / "challenger.json").read_text() == before
 
 
+def rules(**keys: Any) -> TrainConfig:
+    """The contest keys of a run: the challenger's margin 1.5 and `keys`."""
+    return TrainConfig(challenger_margin=1.5, **keys)
+
+
 def history(sharpe: float | None, years: float = 4.0) -> list[dict]:
     return [{"timesteps": 128, "sharpe": sharpe, "years": years}]
 
@@ -110,7 +116,7 @@ def test_the_challenger_must_win_by_the_margin(tmp_path, incumbent, challenger, 
         folder.final_model.write_bytes(name.encode())  # no finite pass saves no best model
         if sharpe is not None:
             folder.best_model.write_bytes(f"best {name}".encode())
-    choice = keep_better_contender(run, 1.5)
+    choice = keep_better_contender(run, rules())
     assert choice["kept"] == kept
     assert choice["score_to_beat"] == pytest.approx((incumbent or 0.0) + 0.75)
     assert_adopted(run, run.contender(kept))
@@ -137,12 +143,12 @@ def test_the_challenger_wins_only_where_the_training_bars_hint_at_it(
         folder.root.mkdir()
         folder.validation_history.write_text(json.dumps(history(sharpe)))
         folder.best_model.write_bytes(f"best {name}".encode())
-    choice = keep_better_contender(run, 1.5, evidence_level=0.1, evidence=evidence)
+    choice = keep_better_contender(run, rules(challenger_evidence=0.1), evidence)
     assert choice["kept"] == kept
     assert choice["evidence_level"] == 0.1 and choice["evidence_p_value"] == evidence
     assert_adopted(run, run.contender(kept))
     assert f"the challenger {clause}" in format_contest(choice)
-    without = keep_better_contender(run, 1.5, evidence=evidence)  # no level: evidence unread
+    without = keep_better_contender(run, rules(), evidence)  # no level: evidence unread
     assert without["kept"] == "challenger" and "evidence_level" not in without
     assert "could" not in format_contest(without)
 
@@ -208,12 +214,12 @@ def test_holding_must_beat_the_policy_kept_by_its_margin(
         folder.final_model.write_bytes(name.encode())
         if sharpe is not None:
             folder.best_model.write_bytes(f"best {name}".encode())
-    choice = keep_better_contender(run, 1.5, hold_margin=1.0)  # 1.0 / sqrt(4) = 0.5
+    choice = keep_better_contender(run, rules(hold_margin=1.0))  # 1.0 / sqrt(4) = 0.5
     assert choice["kept"] == kept
     before = "challenger" if (challenger or 0.0) > (incumbent or 0.0) + 0.75 else "incumbent"
     assert choice["hold_score_to_beat"] == pytest.approx((sharpes[before] or 0.0) + 0.5)
     assert_adopted(run, run.contender(kept))
-    again = keep_better_contender(run, 1.5)  # no hold margin: no hold contender
+    again = keep_better_contender(run, rules())  # no hold margin: no hold contender
     assert again["kept"] != "hold" and len(again["contenders"]) == 2
     assert_adopted(run, run.contender(again["kept"]))
 
@@ -241,7 +247,7 @@ def test_by_growth_holding_beats_a_policy_that_stands_aside(tmp_path, incumbent,
         folder.root.mkdir()
         folder.validation_history.write_text(json.dumps(growth_history(*entry)))
         folder.best_model.write_bytes(f"best {name}".encode())
-    choice = keep_better_contender(run, 1.5, hold_margin=1.0, select_by="growth")
+    choice = keep_better_contender(run, rules(hold_margin=1.0, select_by="growth"))
     assert choice["kept"] == kept and choice["select_by"] == "growth"
     assert choice["hold_score_to_beat"] == pytest.approx(incumbent[0] + incumbent[1] / 2)
     assert_adopted(run, run.contender(kept))
@@ -273,12 +279,69 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
         folder.root.mkdir()
         folder.validation_history.write_text(json.dumps(history))
         folder.best_model.write_bytes(f"best {name}".encode())
-    choice = keep_better_contender(run, 1.5, 1.0, "growth", hold_against=against)
+    choice = keep_better_contender(
+        run, rules(hold_margin=1.0, select_by="growth", hold_against=against)
+    )
     assert choice["kept"] == kept and choice["hold_against"] == against
     assert choice["hold_score_to_beat"] == pytest.approx(to_beat)
     assert_adopted(run, run.contender(kept))
     shown = format_contest(choice)
     assert ("the median pass of the policy" in shown) == (against == "median")
+
+
+@pytest.mark.parametrize(
+    ("evidence", "hold", "kept", "clause"),
+    [
+        # No evidence at 0.1: holding is the prior, the policy must beat 0.30 + 0.5 x 0.18 / 2.
+        (0.4, 0.30, "hold", "holding was the prior: the training bars' momentum predicts the "
+         "next decision's return at p = 0.4, not below 0.1"),
+        (0.4, 0.25, "incumbent", "holding was the prior"),  # 0.25 + 0.045 < 0.30: the policy
+        (None, 0.25, "incumbent", "holding was the prior: no momentum features"),
+        # Evidence: holding is a contender and must beat 0.30 + 1 x 0.20 / 2 = 0.40.
+        (0.05, 0.39, "incumbent", "holding was a contender: the training bars' momentum "
+         "predicts the next decision's return at p = 0.05, below 0.1"),
+        (0.05, 0.41, "hold", "holding was a contender"),
+    ],
+)  # fmt: skip
+def test_holding_is_the_prior_where_the_training_bars_show_no_momentum(
+    tmp_path, evidence, hold, kept, clause
+):
+    run = RunDir(tmp_path)
+    for name, entry in (("incumbent", (0.30, 0.20, 1.5)), ("hold", (hold, 0.18, 1.7))):
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(growth_history(*entry)))
+        folder.best_model.write_bytes(f"best {name}".encode())
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
+    choice = keep_better_contender(run, rules(select_by="growth", **keys), evidence)
+    assert choice["kept"] == kept and choice["evidence_p_value"] == evidence
+    assert_adopted(run, run.contender(kept))
+    shown = format_contest(choice)
+    assert clause in shown
+    prior = evidence is None or evidence >= 0.1
+    assert ("policy_score_to_beat" in choice) == prior != ("hold_score_to_beat" in choice)
+    if prior:
+        assert choice["policy_score_to_beat"] == pytest.approx(hold + 0.5 * 0.09)
+        assert "the incumbent had to beat log growth" in shown and "above holding" in shown
+    else:
+        assert choice["hold_score_to_beat"] == pytest.approx(0.40)
+    unread = keep_better_contender(run, rules(select_by="growth", hold_margin=1.0), evidence)
+    assert "hold_evidence_level" not in unread and "prior" not in format_contest(unread)
+
+
+def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
+    run = tmp_path / "run"
+    prior = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.hold_margin=1"]
+    assert train(run, *prior, "--set", "train.hold_evidence=1e-9") == 0
+    choice = json.loads(RunDir(run).contest.read_text())
+    cfg = load_config(RunDir(run).config)
+    expected = momentum_evidence(cfg, RunData.load(cfg).ranges("train", 1, cfg.env.window))
+    assert choice["hold_evidence_level"] == 1e-9 and choice["policy"] == "incumbent"
+    assert choice["evidence_p_value"] == pytest.approx(expected)
+    hold = next(row for row in choice["contenders"] if row["contender"] == "hold")
+    to_beat = choice["policy_score_to_beat"]
+    assert to_beat >= hold["best_validation_score"]  # holding's score, plus 0 of its errors
+    assert load_config(RunDir(run).contender("incumbent").config).train.hold_evidence is None
 
 
 @pytest.mark.parametrize(
@@ -298,10 +361,23 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
         (["train.challenger_evidence=1.5"], "above 0 and at most 1, or null for none"),
         (['train.challenger=["train.challenger_evidence=0.5"]'], "other than train.challenger"),
         (["train.hold_margin=1", "train.restarts=2"], "no hold contender with"),
+        (
+            ["train.hold_margin=1", "train.hold_evidence=0"],
+            "train.hold_evidence: expected a p-value",
+        ),
+        (
+            ["train.hold_evidence=0.1"],
+            "train.hold_evidence: expected null without a hold contender",
+        ),
+        (
+            ["train.hold_margin=1", "train.policy_margin=-1"],
+            "train.policy_margin: expected a number",
+        ),
+        (['train.challenger=["train.policy_margin=1"]'], "other than train.challenger"),
     ],
 )
 def test_a_bad_contest_is_one_line_naming_the_key(overrides, message):
-    with pytest.raises(ConfigError, match=r"train\.(challenger|hold_margin)") as error:
+    with pytest.raises(ConfigError, match=r"train\.(challenger|hold|policy)") as error:
         load_config("configs/smoke.yaml", overrides)
     assert message in str(error.value) and "\n" not in str(error.value)
 

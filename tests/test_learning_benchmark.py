@@ -414,6 +414,16 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     assert kept_gated["contender_kept"] == "incumbent"
     assert contest["evidence_level"] == 1e-9 and 1e-9 <= contest["evidence_p_value"] <= 1
 
+    # Holding as the prior where the bars show nothing: the policy cannot beat it by 1000.
+    kept_prior, contest = reselected(
+        "prior", "train.hold_evidence=1e-9", "train.policy_margin=1000",
+    )  # fmt: skip
+    assert kept_prior["contender_kept"] == "hold"
+    assert (
+        contest["hold_evidence_level"] == 1e-9 and contest["policy_margin_standard_errors"] == 1000
+    )
+    assert 1e-9 <= contest["evidence_p_value"] <= 1
+
     # Only the keys that change what a trained run keeps, with values the config takes; a new
     # folder each time.
     done = benchmark(

@@ -267,6 +267,11 @@ class TrainConfig:
     # What holding must beat by hold_margin: the kept policy's "best" validation pass, or the
     # "median" of its passes (the best of several leans the comparison towards the policy)
     hold_against: HoldAgainst = "best"
+    # Where the training bars' momentum does not predict the next decision's return at this
+    # p-value (the challenger_evidence test), holding is the prior: the trained policy is kept
+    # only when it validates better than holding by policy_margin; None: holding never is
+    hold_evidence: float | None = None
+    policy_margin: float = 0.0  # standard errors of holding's score, where holding is the prior
     # What validation keeps (the pass, restart or contender): the best "sharpe", or "growth",
     # annualised log growth (evaluation/selection.py: under a leverage cap a policy that mostly
     # stands aside validates at a high Sharpe and earns little); the margins are in its units
@@ -321,6 +326,17 @@ class TrainConfig:
                     self.hold_margin is None or self.hold_margin >= 0,
                     "a number >= 0, or null for no hold contender",
                 ),
+                (
+                    "hold_evidence",
+                    self.hold_evidence is None or 0 < self.hold_evidence <= 1,
+                    "a p-value level above 0 and at most 1, or null for none",
+                ),
+                (
+                    "hold_evidence",
+                    self.hold_evidence is None or self.hold_margin is not None,
+                    "null without a hold contender (set train.hold_margin)",
+                ),
+                ("policy_margin", self.policy_margin >= 0, "a number >= 0"),
                 (
                     "hold_margin",
                     self.hold_margin is None or self.restarts == 1,
@@ -637,6 +653,8 @@ _CONTEST_KEYS = (
     "train.challenger_evidence",
     "train.hold_margin",
     "train.hold_against",
+    "train.hold_evidence",
+    "train.policy_margin",
     "train.restarts",
     "train.run_dir",
 )
@@ -647,14 +665,15 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     in `train.challenger` applied in order, and no contest of its own (no challenger, no hold).
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
-    (`_CONTEST_KEYS`: `train.challenger`, its margin and evidence, `train.hold_margin` and
-    `train.hold_against`, `train.restarts`, `train.run_dir`): both
+    (`_CONTEST_KEYS`: `train.challenger`, its margin and evidence, holding's keys
+    (`train.hold_margin`, `hold_against`, `hold_evidence`, `policy_margin`), `train.restarts`,
+    `train.run_dir`): both
     trainings read the same data through the same env and are compared on the same validation
     bars. Raises `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """
     raw = config_to_dict(cfg)
     raw["train"]["challenger"] = []
-    raw["train"]["hold_margin"] = None
+    raw["train"]["hold_margin"] = raw["train"]["hold_evidence"] = None
     for item in cfg.train.challenger:
         key = item.partition("=")[0].strip()
         if key.split(".", 1)[0] not in CHALLENGER_SECTIONS or key in _CONTEST_KEYS:

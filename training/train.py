@@ -191,9 +191,11 @@ def learn(
     `train.challenger`, an incumbent and a challenger trained so, and the challenger kept only
     when it validates better by the margin (with `train.challenger_evidence`, only where the
     training bars' momentum predicts returns at that p-value); with `train.hold_margin`,
-    holding kept instead when it validates better than that by its margin
-    (`training.run.challenger`). On `resume`, finished ones are kept and the others continue
-    from their newest checkpoint.
+    holding kept instead when it validates better than that by its margin (with
+    `train.hold_evidence`, holding is the prior where the training bars' momentum does not
+    predict returns at that p-value: the policy kept only when it validates better than holding
+    by `train.policy_margin`; `training.run.challenger`). On `resume`, finished ones are kept
+    and the others continue from their newest checkpoint.
     """
     if cfg.train.contested:
         for name, contender_cfg in contender_configs(cfg, run).items():
@@ -208,16 +210,7 @@ def learn(
                 f"\nhold (always long at the leverage nearest 1x, widest stop): {done} "
                 f"{run.contender('hold').root}"
             )
-        train = cfg.train
-        contest = keep_better_contender(
-            run,
-            train.challenger_margin,
-            train.hold_margin,
-            train.select_by,
-            train.hold_against,
-            train.challenger_evidence,
-            contest_evidence(cfg, train_ranges),
-        )
+        contest = keep_better_contender(run, cfg.train, contest_evidence(cfg, train_ranges))
         log_contest(run, contest)
         print(f"\n{format_contest(contest)}")
         return

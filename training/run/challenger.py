@@ -38,6 +38,16 @@ trained policy is the best of several, so the comparison leans towards the polic
 the evidence holding must add to that; against the median pass, the comparison no longer
 leans, and the margin is all the evidence holding must show.
 
+With `train.hold_evidence`, the burden turns where the training bars show nothing to learn:
+where their momentum does not predict the next decision's return at that p-value (the test of
+`train.challenger_evidence`), holding is the prior, and the policy the contest kept so far stays
+only when its best pass beats holding's score by `train.policy_margin` standard errors of
+holding's. A random walk's bars, and a turbulence series' (whose drift is the same in calm and
+turbulent spells: the volatility budget, which holding shares, does the de-levering), rarely
+pass that test; a policy trained there has little but noise to learn, and validation decides
+between it and holding only where the difference is clear. Where the test passes, holding is a
+contender as above.
+
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
 growth of the contender to beat (its volatility / sqrt(years); `training.evaluation.selection`).
@@ -66,7 +76,7 @@ from stable_baselines3.common.logger import configure
 
 from envs import MarketData, TradingEnv
 from envs.core import TradingCore
-from training.config import HoldAgainst, RunConfig, SelectBy, challenger_config, save_config
+from training.config import HoldAgainst, RunConfig, TrainConfig, challenger_config, save_config
 from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
 from training.evaluation.validation import read_validation_history, validate_policy
 from training.run.atomic import write_bytes_atomic, write_json_atomic
@@ -119,54 +129,57 @@ def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]
 
 def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
     """`momentum_evidence` of the training `ranges` where `cfg`'s contest reads it (a
-    `train.challenger` and a `train.challenger_evidence`); None, and nothing fitted, elsewhere."""
-    if not cfg.train.challenger or cfg.train.challenger_evidence is None:
+    `train.challenger` with a `train.challenger_evidence`, or a `train.hold_evidence`); None,
+    and nothing fitted, elsewhere."""
+    train = cfg.train
+    if not (train.challenger and train.challenger_evidence is not None) and (
+        train.hold_evidence is None
+    ):
         return None
     return momentum_evidence(cfg, ranges)
 
 
 def evidence_admits(evidence: float | None, level: float | None) -> bool:
-    """Whether the challenger may win (`train.challenger_evidence`): always without a `level`,
-    else only where the training bars' momentum `evidence` is a p-value below it."""
+    """Whether the training bars' momentum `evidence` (a p-value, or None: not measurable)
+    establishes what the contest asks at `level` (`train.challenger_evidence`,
+    `train.hold_evidence`): always without a `level`, else only where `evidence` is below it."""
     return level is None or (evidence is not None and evidence < level)
 
 
 def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
     """`cfg` without a contest of its own (no challenger, no hold), run in `folder`."""
     train = dataclasses.replace(
-        cfg.train, challenger=(), hold_margin=None, run_dir=str(folder.root)
+        cfg.train, challenger=(), hold_margin=None, hold_evidence=None, run_dir=str(folder.root)
     )
     return dataclasses.replace(cfg, train=train)
 
 
 def keep_better_contender(
-    run: RunDir,
-    margin: float,
-    hold_margin: float | None = None,
-    select_by: SelectBy = "sharpe",
-    hold_against: HoldAgainst = "best",
-    evidence_level: float | None = None,
-    evidence: float | None = None,
+    run: RunDir, rules: TrainConfig, evidence: float | None = None
 ) -> dict[str, Any]:
-    """Give `run` the model and validation history of the contender it keeps; returns (and
-    writes to `run.contest`) what was compared.
+    """Give `run` the model and validation history of the contender it keeps, by the contest
+    keys of `rules` (`train.challenger_margin`, `challenger_evidence`, `hold_margin`,
+    `hold_against`, `hold_evidence`, `policy_margin`, `select_by`); returns (and writes to
+    `run.contest`) what was compared.
 
     The contenders are those of `CONTENDERS` with a folder in `run`, each ranked by its best
     pass's validation score (`select_by`: its Sharpe ratio or its log growth, as the passes
     recorded it, `training.evaluation.selection`). The challenger is kept when its score exceeds
-    the incumbent's by more than `margin` standard errors of the incumbent's (for a Sharpe
-    ratio ``1 / sqrt(years)``, years the length of the validation bars), and, with
-    `evidence_level`, only when `evidence` (`momentum_evidence` of the training bars; None: not
-    measurable) is a p-value below it; then, with
-    `hold_margin`, the hold contender is kept when its score exceeds that of the one kept so far
-    (its best pass's, or with `hold_against` "median" the median of its passes' finite scores)
-    by more than `hold_margin` of that one's standard errors. A trained contender without a
+    the incumbent's by more than `challenger_margin` standard errors of the incumbent's (for a
+    Sharpe ratio ``1 / sqrt(years)``, years the length of the validation bars), and, with
+    `challenger_evidence`, only when `evidence` (`momentum_evidence` of the training bars; None:
+    not measurable) is a p-value below it. Then, with `hold_margin`, the hold contender is kept
+    when its score exceeds that of the one kept so far (its best pass's, or with `hold_against`
+    "median" the median of its passes' finite scores) by more than `hold_margin` of that one's
+    standard errors; but with `hold_evidence`, where `evidence` is not below it, holding is the
+    prior instead: the one kept so far stays only when its best pass's score exceeds holding's
+    by more than `policy_margin` of holding's standard errors. A trained contender without a
     finite best pass (it never held a position, or never validated) counts as flat, score 0
     with the standard error of a Sharpe ratio, when it is the one to beat; one without a finite
     pass is never kept over another.
     """
     names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
-    if hold_margin is None and "hold" in names:
+    if rules.hold_margin is None and "hold" in names:
         names.remove("hold")
     histories = {name: read_validation_history(run.contender(name)) for name in names}
     rows: dict[str, dict[str, Any]] = {}
@@ -204,24 +217,34 @@ def keep_better_contender(
 
     kept = "incumbent"
     choice: dict[str, Any] = {
-        "select_by": select_by,
-        "margin_standard_errors": margin,
+        "select_by": rules.select_by,
+        "margin_standard_errors": rules.challenger_margin,
         "score_to_beat": None,
     }
     if "challenger" in rows:
-        to_beat = bar(kept, margin)
+        to_beat = bar(kept, rules.challenger_margin)
         choice["score_to_beat"] = to_beat if math.isfinite(to_beat) else None
-        if evidence_level is not None:
-            choice["evidence_level"] = evidence_level
+        if rules.challenger_evidence is not None:
+            choice["evidence_level"] = rules.challenger_evidence
             choice["evidence_p_value"] = evidence
-        if evidence_admits(evidence, evidence_level) and beats("challenger", to_beat):
+        if evidence_admits(evidence, rules.challenger_evidence) and beats("challenger", to_beat):
             kept = "challenger"
-    if "hold" in rows and hold_margin is not None:
-        to_beat = bar(kept, hold_margin, hold_against)
-        choice["hold_margin_standard_errors"] = hold_margin
-        choice["hold_against"] = hold_against
-        choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
-        kept = "hold" if beats("hold", to_beat) else kept
+    if "hold" in rows:
+        choice["hold_margin_standard_errors"] = rules.hold_margin
+        choice["hold_against"] = rules.hold_against
+        if rules.hold_evidence is not None:
+            choice["hold_evidence_level"] = rules.hold_evidence
+            choice["evidence_p_value"] = evidence
+        if evidence_admits(evidence, rules.hold_evidence):
+            to_beat = bar(kept, rules.hold_margin or 0.0, rules.hold_against)
+            choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
+            kept = "hold" if beats("hold", to_beat) else kept
+        else:  # holding is the prior: the policy must show it is better
+            to_beat = bar("hold", rules.policy_margin)
+            choice["policy"] = kept
+            choice["policy_margin_standard_errors"] = rules.policy_margin
+            choice["policy_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
+            kept = kept if beats(kept, to_beat) else "hold"
     adopt(run, run.contender(kept), histories[kept])
     choice = {"kept": kept, **choice, "contenders": list(rows.values())}
     write_json_atomic(run.contest, choice)
@@ -244,14 +267,25 @@ def format_contest(choice: dict[str, Any]) -> str:
         margin = choice["margin_standard_errors"]
         rules.append(rule("the challenger", choice["score_to_beat"], margin, "the incumbent"))
         if "evidence_level" in choice:
-            rules.append(describe_evidence(choice["evidence_p_value"], choice["evidence_level"]))
+            clauses = ("the challenger could win", "the challenger could not win")
+            rules.append(
+                describe_evidence(choice["evidence_p_value"], choice["evidence_level"], *clauses)
+            )
     if "hold" in names:
-        margin = choice["hold_margin_standard_errors"]
-        to_beat = choice["hold_score_to_beat"]
-        than = "the policy kept before it"
-        if choice.get("hold_against") == "median":
-            than = "the median pass of the policy kept before it"
-        rules.append(rule("holding", to_beat, margin, than))
+        if "policy_score_to_beat" in choice:
+            margin = choice["policy_margin_standard_errors"]
+            to_beat = choice["policy_score_to_beat"]
+            rules.append(rule(f"the {choice['policy']}", to_beat, margin, "holding"))
+        else:
+            margin = choice["hold_margin_standard_errors"]
+            than = "the policy kept before it"
+            if choice.get("hold_against") == "median":
+                than = "the median pass of the policy kept before it"
+            rules.append(rule("holding", choice["hold_score_to_beat"], margin, than))
+        if "hold_evidence_level" in choice:
+            clauses = ("holding was a contender", "holding was the prior")
+            level = choice["hold_evidence_level"]
+            rules.append(describe_evidence(choice["evidence_p_value"], level, *clauses))
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"
@@ -268,17 +302,17 @@ def format_contest(choice: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def describe_evidence(p_value: float | None, level: float) -> str:
-    """Whether the challenger could win, by the training bars' momentum evidence `p_value`
-    (`momentum_evidence`) against `level` (`train.challenger_evidence`), as a clause."""
+def describe_evidence(p_value: float | None, level: float, admitted: str, refused: str) -> str:
+    """What the training bars' momentum evidence `p_value` (`momentum_evidence`) decided against
+    `level` (`train.challenger_evidence` or `train.hold_evidence`), as a clause that opens with
+    `admitted` where it is below `level` and with `refused` elsewhere."""
     if p_value is None:
-        return "the challenger could not win: no momentum features or too few training bars"
-    admitted = evidence_admits(p_value, level)
-    verb = "could win" if admitted else "could not win"
-    relation = "below" if admitted else "not below"
+        return f"{refused}: no momentum features or too few training bars"
+    admits = evidence_admits(p_value, level)
+    relation = "below" if admits else "not below"
     return (
-        f"the challenger {verb}: the training bars' momentum predicts the next decision's "
-        f"return at p = {p_value:.3g}, {relation} {level:g}"
+        f"{admitted if admits else refused}: the training bars' momentum predicts the next "
+        f"decision's return at p = {p_value:.3g}, {relation} {level:g}"
     )
 
 
