@@ -393,7 +393,7 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
         shutil.rmtree(Path(result["run"]) / contender / "checkpoints")
     kept_first, contest = reselected(
         "margins", "train.hold_margin=1000", "train.challenger_margin=1000",
-        "train.hold_against=median",
+        "train.hold_against=median", "train.hold_evidence=null",
     )  # fmt: skip
     assert kept_first["contender_kept"] == "incumbent"  # nothing beats it by 1000 standard errors
     assert contest["hold_against"] == "median"
@@ -409,7 +409,7 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     # Evidence the training bars cannot show: the challenger cannot win, whatever its margin.
     kept_gated, contest = reselected(
         "gated", "train.challenger_margin=0", "train.hold_margin=1000",
-        "train.challenger_evidence=1e-9",
+        "train.challenger_evidence=1e-9", "train.hold_evidence=null",
     )  # fmt: skip
     assert kept_gated["contender_kept"] == "incumbent"
     assert contest["evidence_level"] == 1e-9 and 1e-9 <= contest["evidence_p_value"] <= 1

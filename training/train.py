@@ -6,6 +6,7 @@ Reads top to bottom: config -> data -> envs -> model -> learn -> save -> backtes
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -288,8 +289,9 @@ def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path
     model = run.best_model if run.best_model.is_file() else run.final_model
     if cfg.train.contested:
         names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
+        kept = json.loads(run.contest.read_text())["kept"] if run.contest.is_file() else None
         outputs = {
-            "model (the incumbent's, unless another validated better by its margin)": model,
+            f"model (the {kept}'s, which the contest kept)" if kept else "model": model,
             f"{spoken_list(names)} compared": run.contest,
             "each one's models and TensorBoard logs": run.root / f"<{'|'.join(names)}>",
         }
