@@ -291,7 +291,7 @@ def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path
         names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
         kept = json.loads(run.contest.read_text())["kept"] if run.contest.is_file() else None
         outputs = {
-            f"model (the {kept}'s, which the contest kept)" if kept else "model": model,
+            f"model (the contest kept the {kept})" if kept else "model": model,
             f"{spoken_list(names)} compared": run.contest,
             "each one's models and TensorBoard logs": run.root / f"<{'|'.join(names)}>",
         }

@@ -132,9 +132,8 @@ def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]])
     `train.challenger` with a `train.challenger_evidence`, or a `train.hold_evidence`); None,
     and nothing fitted, elsewhere."""
     train = cfg.train
-    if not (train.challenger and train.challenger_evidence is not None) and (
-        train.hold_evidence is None
-    ):
+    challenger_reads = bool(train.challenger) and train.challenger_evidence is not None
+    if not challenger_reads and train.hold_evidence is None:
         return None
     return momentum_evidence(cfg, ranges)
 
