@@ -46,7 +46,11 @@ holding's. A random walk's bars, and a turbulence series' (whose drift is the sa
 turbulent spells: the volatility budget, which holding shares, does the de-levering), rarely
 pass that test; a policy trained there has little but noise to learn, and validation decides
 between it and holding only where the difference is clear. Where the test passes, holding is a
-contender as above.
+contender as above. The test sees only what momentum predicts: crash-risk series fail it too,
+and at 0.1 with a margin of 0.5 the rule sent four of five crash-risk agents that had learned
+part of the stop's edge to holding, beside rescuing 11 random-walk and turbulence misses and
+losing 7 of 19 trend hits on such bars (benchmarks/RESULTS.md, twenty-seventh round), so the
+default config leaves it unset.
 
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
