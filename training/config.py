@@ -647,6 +647,9 @@ def _built(raw: Mapping[str, Any], where: Callable[[str], str]) -> RunConfig:
 
 
 CHALLENGER_SECTIONS = ("ppo", "policy", "trunk", "train")  # what a challenger may change
+# The train keys of a contender (the challenger, and each of a contest's trainings): no contest
+# of its own, so no challenger and no hold contender, nor holding's evidence rule
+NO_CONTEST: dict[str, Any] = {"challenger": (), "hold_margin": None, "hold_evidence": None}
 _CONTEST_KEYS = (
     "train.challenger",
     "train.challenger_margin",
@@ -672,8 +675,7 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     bars. Raises `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """
     raw = config_to_dict(cfg)
-    raw["train"]["challenger"] = []
-    raw["train"]["hold_margin"] = raw["train"]["hold_evidence"] = None
+    raw["train"].update(_plain(NO_CONTEST))
     for item in cfg.train.challenger:
         key = item.partition("=")[0].strip()
         if key.split(".", 1)[0] not in CHALLENGER_SECTIONS or key in _CONTEST_KEYS:

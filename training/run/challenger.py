@@ -80,7 +80,14 @@ from stable_baselines3.common.logger import configure
 
 from envs import MarketData, TradingEnv
 from envs.core import TradingCore
-from training.config import HoldAgainst, RunConfig, TrainConfig, challenger_config, save_config
+from training.config import (
+    NO_CONTEST,
+    HoldAgainst,
+    RunConfig,
+    TrainConfig,
+    challenger_config,
+    save_config,
+)
 from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
 from training.evaluation.validation import read_validation_history, validate_policy
 from training.run.atomic import write_bytes_atomic, write_json_atomic
@@ -151,9 +158,7 @@ def evidence_admits(evidence: float | None, level: float | None) -> bool:
 
 def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
     """`cfg` without a contest of its own (no challenger, no hold), run in `folder`."""
-    train = dataclasses.replace(
-        cfg.train, challenger=(), hold_margin=None, hold_evidence=None, run_dir=str(folder.root)
-    )
+    train = dataclasses.replace(cfg.train, **NO_CONTEST, run_dir=str(folder.root))
     return dataclasses.replace(cfg, train=train)
 
 
