@@ -11,8 +11,9 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from training.config import ConfigError, TrainConfig, challenger_config, load_config
-from training.run.challenger import format_contest, keep_better_contender, momentum_evidence
+from training.run.challenger import format_contest, keep_better_contender
 from training.run.data import RunData
+from training.run.evidence import Evidence, momentum_evidence, tail_evidence
 from training.run.folder import RunDir, load_model
 from training.train import main
 
@@ -143,12 +144,13 @@ def test_the_challenger_wins_only_where_the_training_bars_hint_at_it(
         folder.root.mkdir()
         folder.validation_history.write_text(json.dumps(history(sharpe)))
         folder.best_model.write_bytes(f"best {name}".encode())
-    choice = keep_better_contender(run, rules(challenger_evidence=0.1), evidence)
+    # The challenger's gate reads the momentum alone: the tail's p is below the level
+    choice = keep_better_contender(run, rules(challenger_evidence=0.1), Evidence(evidence, 0.01))
     assert choice["kept"] == kept
     assert choice["evidence_level"] == 0.1 and choice["evidence_p_value"] == evidence
     assert_adopted(run, run.contender(kept))
     assert f"the challenger {clause}" in format_contest(choice)
-    without = keep_better_contender(run, rules(), evidence)  # no level: evidence unread
+    without = keep_better_contender(run, rules(), Evidence(evidence, 0.01))  # no level: unread
     assert without["kept"] == "challenger" and "evidence_level" not in without
     assert "could" not in format_contest(without)
 
@@ -292,18 +294,27 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
 @pytest.mark.parametrize(
     ("evidence", "hold", "kept", "clause"),
     [
-        # No evidence at 0.1: holding is the prior, the policy must beat 0.30 + 0.5 x 0.18 / 2.
-        (0.4, 0.30, "hold", "holding was the prior: the training bars' momentum predicts the "
-         "next decision's return at p = 0.4, not below 0.1"),
-        (0.4, 0.25, "incumbent", "holding was the prior"),  # 0.25 + 0.045 < 0.30: the policy
-        (None, 0.25, "incumbent", "holding was the prior: no momentum features"),
-        # Evidence: holding is a contender and must beat 0.30 + 1 x 0.20 / 2 = 0.40.
-        (0.05, 0.39, "incumbent", "holding was a contender: the training bars' momentum "
-         "predicts the next decision's return at p = 0.05, below 0.1"),
-        (0.05, 0.41, "hold", "holding was a contender"),
+        # No structure at 0.1: holding is the prior, the policy must beat 0.30 + 0.5 x 0.18 / 2.
+        (Evidence(0.4, 0.5), 0.30, "hold", "holding was the prior: no test of the training "
+         "bars finds structure below 0.1 (momentum p = 0.4, extreme moves p = 0.5)"),
+        (Evidence(0.4, 1.0), 0.25, "incumbent", "holding was the prior"),  # 0.25 + 0.045 < 0.30
+        (Evidence(None, None), 0.25, "incumbent", "holding was the prior: no test of the "
+         "training bars finds structure below 0.1 (momentum not measurable, extreme moves not "
+         "measurable)"),
+        (None, 0.30, "hold", "holding was the prior"),  # nothing measured
+        # Structure: holding is a contender and must beat 0.30 + 1 x 0.20 / 2 = 0.40.
+        (Evidence(0.05, 0.5), 0.39, "incumbent", "holding was a contender: the training bars' "
+         "momentum predicts the next decision's return at p = 0.05, below 0.1"),
+        (Evidence(0.05, 0.5), 0.41, "hold", "holding was a contender"),
+        # A stop's lesson without a trend (crash risk): a contender all the same
+        (Evidence(0.4, 0.002), 0.39, "incumbent", "holding was a contender: the training bars' "
+         "extreme moves lean to the side a stop guards at p = 0.002, below 0.1"),
+        (Evidence(0.01, 0.002), 0.41, "hold", "the training bars' momentum predicts the next "
+         "decision's return at p = 0.01 and extreme moves lean to the side a stop guards at "
+         "p = 0.002, below 0.1"),
     ],
 )  # fmt: skip
-def test_holding_is_the_prior_where_the_training_bars_show_no_momentum(
+def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
     tmp_path, evidence, hold, kept, clause
 ):
     run = RunDir(tmp_path)
@@ -314,11 +325,14 @@ def test_holding_is_the_prior_where_the_training_bars_show_no_momentum(
         folder.best_model.write_bytes(f"best {name}".encode())
     keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
     choice = keep_better_contender(run, rules(select_by="growth", **keys), evidence)
-    assert choice["kept"] == kept and choice["evidence_p_value"] == evidence
+    assert choice["kept"] == kept
+    measured = evidence or Evidence(None, None)
+    assert choice["evidence_p_value"] == measured.momentum
+    assert choice["tail_p_value"] == measured.tail
     assert_adopted(run, run.contender(kept))
     shown = format_contest(choice)
     assert clause in shown
-    prior = evidence is None or evidence >= 0.1
+    prior = not measured.shows_structure(0.1)
     assert ("policy_score_to_beat" in choice) == prior != ("hold_score_to_beat" in choice)
     if prior:
         assert choice["policy_score_to_beat"] == pytest.approx(hold + 0.5 * 0.09)
@@ -335,9 +349,10 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
     assert train(run, *prior, "--set", "train.hold_evidence=1e-9") == 0
     choice = json.loads(RunDir(run).contest.read_text())
     cfg = load_config(RunDir(run).config)
-    expected = momentum_evidence(cfg, RunData.load(cfg).ranges("train", 1, cfg.env.window))
+    training = RunData.load(cfg).ranges("train", 1, cfg.env.window)
     assert choice["hold_evidence_level"] == 1e-9 and choice["policy"] == "incumbent"
-    assert choice["evidence_p_value"] == pytest.approx(expected)
+    assert choice["evidence_p_value"] == pytest.approx(momentum_evidence(cfg, training))
+    assert choice["tail_p_value"] == tail_evidence(training, cfg.env.long_only)
     hold = next(row for row in choice["contenders"] if row["contender"] == "hold")
     to_beat = choice["policy_score_to_beat"]
     assert to_beat >= hold["best_validation_score"]  # holding's score, plus 0 of its errors

@@ -13,7 +13,7 @@ incumbent otherwise: the usual model, unless the evidence against it is clear.
 
 With `train.challenger_evidence`, the challenger may win only where the training bars hint at
 what it learns: where their momentum predicts the next decision's return at that p-value, by
-the direction teacher's test (`momentum_evidence`; `training.run.teacher`), a level far looser
+the direction teacher's test (`training.run.evidence.momentum_evidence`), a level far looser
 than the one at which the teacher itself teaches. Elsewhere the incumbent is kept, whatever
 validation says. The every-direction loss learns whatever paid on the training states, a trend
 the teacher's test cannot establish and a random walk's noise alike, and validation tells them
@@ -39,18 +39,20 @@ the evidence holding must add to that; against the median pass, the comparison n
 leans, and the margin is all the evidence holding must show.
 
 With `train.hold_evidence`, the burden turns where the training bars show nothing to learn:
-where their momentum does not predict the next decision's return at that p-value (the test of
-`train.challenger_evidence`), holding is the prior, and the policy the contest kept so far stays
-only when its best pass beats holding's score by `train.policy_margin` standard errors of
-holding's. A random walk's bars, and a turbulence series' (whose drift is the same in calm and
-turbulent spells: the volatility budget, which holding shares, does the de-levering), rarely
-pass that test; a policy trained there has little but noise to learn, and validation decides
-between it and holding only where the difference is clear. Where the test passes, holding is a
-contender as above. The test sees only what momentum predicts: crash-risk series fail it too,
-and at 0.1 with a margin of 0.5 the rule sent four of five crash-risk agents that had learned
+where no test of `training.run.evidence` finds structure in them at that p-value (neither their
+momentum predicting the next decision's return, the test of `train.challenger_evidence`, nor
+their extreme moves leaning to the side a stop guards), holding is the prior, and the policy the
+contest kept so far stays only when its best pass beats holding's score by
+`train.policy_margin` standard errors of holding's. A random walk's bars, and a turbulence
+series' (whose drift is the same in calm and turbulent spells: the volatility budget, which
+holding shares, does the de-levering), rarely show either; a policy trained there has little but
+noise to learn, and validation decides between it and holding only where the difference is
+clear. Where a test passes, holding is a contender as above. With the momentum test alone, at
+0.1 and a margin of 0.5 (C105), the rule sent four of five crash-risk agents that had learned
 part of the stop's edge to holding, beside rescuing 11 random-walk and turbulence misses and
-losing 7 of 19 trend hits on such bars (benchmarks/RESULTS.md, twenty-seventh round), so the
-default config leaves it unset.
+losing 7 of 19 trend hits on such bars (benchmarks/RESULTS.md, twenty-seventh round); the tail
+test finds every crash-risk series of 200, and the default config sets 0.1 with a margin of 0.5
+(C106, twenty-eighth round).
 
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
@@ -79,7 +81,6 @@ from typing import Any
 from stable_baselines3.common.logger import configure
 
 from envs import MarketData, TradingEnv
-from envs.core import TradingCore
 from training.config import (
     NO_CONTEST,
     HoldAgainst,
@@ -91,10 +92,10 @@ from training.config import (
 from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
 from training.evaluation.validation import read_validation_history, validate_policy
 from training.run.atomic import write_bytes_atomic, write_json_atomic
+from training.run.evidence import Evidence, training_evidence
 from training.run.folder import RunDir, build_policy
 from training.run.model_file import write_model_file
 from training.run.restarts import adopt
-from training.run.teacher import momentum_teacher
 
 CONTENDERS = ("incumbent", "challenger", "hold")  # in the order they are compared
 TRAINED = CONTENDERS[:2]  # the contenders PPO trains; the hold policy is built
@@ -128,31 +129,21 @@ def prepare_hold(cfg: RunConfig, run: RunDir, validation_envs: Mapping[str, Trad
     return True
 
 
-def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
-    """The p-value at which the momentum of the training `ranges` ((market, bars) pairs, the
-    run's real training ranges) predicts the next decision's return: the joint test of the
-    direction teacher `cfg` would fit on them (`training.run.teacher.momentum_teacher`), whether
-    or not the run has one. None where no teacher can be fitted (no momentum features in
-    `cfg.env`, too few bars)."""
-    teacher = momentum_teacher(TradingCore.stacked(ranges, cfg.env), len(ranges), cfg.env)
-    return None if teacher is None else teacher.p_value
-
-
-def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
-    """`momentum_evidence` of the training `ranges` where `cfg`'s contest reads it (a
+def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> Evidence | None:
+    """`training_evidence` of the training `ranges` where `cfg`'s contest reads it (a
     `train.challenger` with a `train.challenger_evidence`, or a `train.hold_evidence`); None,
     and nothing fitted, elsewhere."""
     train = cfg.train
     challenger_reads = bool(train.challenger) and train.challenger_evidence is not None
     if not challenger_reads and train.hold_evidence is None:
         return None
-    return momentum_evidence(cfg, ranges)
+    return training_evidence(cfg, ranges)
 
 
 def evidence_admits(evidence: float | None, level: float | None) -> bool:
     """Whether the training bars' momentum `evidence` (a p-value, or None: not measurable)
-    establishes what the contest asks at `level` (`train.challenger_evidence`,
-    `train.hold_evidence`): always without a `level`, else only where `evidence` is below it."""
+    establishes what the challenger's gate asks at `level` (`train.challenger_evidence`):
+    always without a `level`, else only where `evidence` is below it."""
     return level is None or (evidence is not None and evidence < level)
 
 
@@ -163,7 +154,7 @@ def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
 
 
 def keep_better_contender(
-    run: RunDir, rules: TrainConfig, evidence: float | None = None
+    run: RunDir, rules: TrainConfig, evidence: Evidence | None = None
 ) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps, by the contest
     keys of `rules` (`train.challenger_margin`, `challenger_evidence`, `hold_margin`,
@@ -175,11 +166,12 @@ def keep_better_contender(
     recorded it, `training.evaluation.selection`). The challenger is kept when its score exceeds
     the incumbent's by more than `challenger_margin` standard errors of the incumbent's (for a
     Sharpe ratio ``1 / sqrt(years)``, years the length of the validation bars), and, with
-    `challenger_evidence`, only when `evidence` (`momentum_evidence` of the training bars; None:
-    not measurable) is a p-value below it. Then, with `hold_margin`, the hold contender is kept
-    when its score exceeds that of the one kept so far (its best pass's, or with `hold_against`
-    "median" the median of its passes' finite scores) by more than `hold_margin` of that one's
-    standard errors; but with `hold_evidence`, where `evidence` is not below it, holding is the
+    `challenger_evidence`, only when the training bars' momentum p-value (`evidence.momentum`,
+    `training.run.evidence`; None, or no `evidence`: not measurable) is below it. Then, with
+    `hold_margin`, the hold contender is kept when its score exceeds that of the one kept so far
+    (its best pass's, or with `hold_against` "median" the median of its passes' finite scores)
+    by more than `hold_margin` of that one's standard errors; but with `hold_evidence`, where
+    no test of `evidence` finds structure below it (`Evidence.shows_structure`), holding is the
     prior instead: the one kept so far stays only when its best pass's score exceeds holding's
     by more than `policy_margin` of holding's standard errors. A trained contender without a
     finite best pass (it never held a position, or never validated) counts as flat, score 0
@@ -232,18 +224,22 @@ def keep_better_contender(
     if "challenger" in rows:
         to_beat = bar(kept, rules.challenger_margin)
         choice["score_to_beat"] = to_beat if math.isfinite(to_beat) else None
+        momentum = evidence.momentum if evidence is not None else None
         if rules.challenger_evidence is not None:
             choice["evidence_level"] = rules.challenger_evidence
-            choice["evidence_p_value"] = evidence
-        if evidence_admits(evidence, rules.challenger_evidence) and beats("challenger", to_beat):
+            choice["evidence_p_value"] = momentum
+        if evidence_admits(momentum, rules.challenger_evidence) and beats("challenger", to_beat):
             kept = "challenger"
     if "hold" in rows:
         choice["hold_margin_standard_errors"] = rules.hold_margin
         choice["hold_against"] = rules.hold_against
+        structure = True
         if rules.hold_evidence is not None:
             choice["hold_evidence_level"] = rules.hold_evidence
-            choice["evidence_p_value"] = evidence
-        if evidence_admits(evidence, rules.hold_evidence):
+            choice["evidence_p_value"] = evidence.momentum if evidence is not None else None
+            choice["tail_p_value"] = evidence.tail if evidence is not None else None
+            structure = evidence is not None and evidence.shows_structure(rules.hold_evidence)
+        if structure:
             to_beat = bar(kept, rules.hold_margin or 0.0, rules.hold_against)
             choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
             kept = "hold" if beats("hold", to_beat) else kept
@@ -291,9 +287,8 @@ def format_contest(choice: dict[str, Any]) -> str:
                 than = "the median pass of the policy kept before it"
             rules.append(rule("holding", choice["hold_score_to_beat"], margin, than))
         if "hold_evidence_level" in choice:
-            clauses = ("holding was a contender", "holding was the prior")
-            level = choice["hold_evidence_level"]
-            rules.append(describe_evidence(choice["evidence_p_value"], level, *clauses))
+            evidence = Evidence(choice["evidence_p_value"], choice.get("tail_p_value"))
+            rules.append(describe_structure(evidence, choice["hold_evidence_level"]))
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"
@@ -311,9 +306,9 @@ def format_contest(choice: dict[str, Any]) -> str:
 
 
 def describe_evidence(p_value: float | None, level: float, admitted: str, refused: str) -> str:
-    """What the training bars' momentum evidence `p_value` (`momentum_evidence`) decided against
-    `level` (`train.challenger_evidence` or `train.hold_evidence`), as a clause that opens with
-    `admitted` where it is below `level` and with `refused` elsewhere."""
+    """What the training bars' momentum evidence `p_value` (`Evidence.momentum`) decided against
+    `level` (`train.challenger_evidence`), as a clause that opens with `admitted` where it is
+    below `level` and with `refused` elsewhere."""
     if p_value is None:
         return f"{refused}: no momentum features or too few training bars"
     admits = evidence_admits(p_value, level)
@@ -321,6 +316,27 @@ def describe_evidence(p_value: float | None, level: float, admitted: str, refuse
     return (
         f"{admitted if admits else refused}: the training bars' momentum predicts the next "
         f"decision's return at p = {p_value:.3g}, {relation} {level:g}"
+    )
+
+
+def describe_structure(evidence: Evidence, level: float) -> str:
+    """What the training bars' `evidence` decided against `level` (`train.hold_evidence`), as a
+    clause: holding was a contender, and which tests found structure below `level`, or holding
+    was the prior, with both p-values."""
+    found = []
+    if evidence.momentum is not None and evidence.momentum < level:
+        found.append(f"momentum predicts the next decision's return at p = {evidence.momentum:.3g}")
+    if evidence.tail is not None and evidence.tail < level:
+        found.append(f"extreme moves lean to the side a stop guards at p = {evidence.tail:.3g}")
+    if found:
+        return f"holding was a contender: the training bars' {' and '.join(found)}, below {level:g}"
+    momentum, tail = (
+        "not measurable" if p is None else f"p = {p:.3g}"
+        for p in (evidence.momentum, evidence.tail)
+    )
+    return (
+        f"holding was the prior: no test of the training bars finds structure below {level:g} "
+        f"(momentum {momentum}, extreme moves {tail})"
     )
 
 
