@@ -167,11 +167,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "restart_kept": json.loads(run.restart_choice.read_text())["kept"]
         if run.restart_choice.is_file()
         else 1,
-        # With a contest (train.challenger, train.hold_margin): "incumbent", "challenger" or
-        # "hold", the one the run kept.
-        "contender_kept": json.loads(run.contest.read_text())["kept"]
-        if run.contest.is_file()
-        else None,
+        **contest_fields(json.loads(run.contest.read_text()) if run.contest.is_file() else None),
         "growth_training_bars": training_bars_growth(series.market, splits.train),
         **estimated,
         **scores,
@@ -210,6 +206,19 @@ EXPECTED_KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "turbule
 FITTED_KEYS = {"regime": ("drift", "vol", "transition"), "ou": ("phi", "deviation_sd", "noise_sd")}
 # Calm / turbulent kinds: the volatility probe runs there.
 VOLATILITY_KINDS = ("volatility_regimes", "turbulence_regimes")
+
+
+def contest_fields(contest: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's contest (`challenger.json`'s content; None: the run held none) as result fields:
+    `contender_kept` ("incumbent", "challenger" or "hold"; None without a contest) and the
+    training bars' evidence it read (`training.run.evidence`), `evidence_momentum_p` and
+    `evidence_tail_p` (None where it read none)."""
+    contest = contest or {}
+    return {
+        "contender_kept": contest.get("kept"),
+        "evidence_momentum_p": contest.get("evidence_p_value"),
+        "evidence_tail_p": contest.get("tail_p_value"),
+    }
 
 
 def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
@@ -864,10 +873,9 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
             _keep_pass(run.contender(name), copy.contender(name), select_by)
         training = RunData((series.market,), split).ranges("train", 1, cfg.env.window)
         choice = keep_better_contender(copy, cfg.train, contest_evidence(cfg, training))
-        kept = choice["kept"]
     else:
         _keep_pass(run, copy, select_by)
-        kept = None
+        choice = None
     tail = split.splits[0].test
     tested = backtest(load_model(copy.root).policy, evaluation_env(series.market, cfg.env, tail))
     write_report(tested, copy.report, f"{kind} seed {seed}, reselected")
@@ -878,7 +886,7 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
         **tail_figures(tested.metrics["agent"], result["growth_buy_and_hold"],
                        result["growth_ceiling"]),
         "chosen_timesteps": history[best_pass(history) or 0]["timesteps"],
-        "contender_kept": kept,
+        **contest_fields(choice),
         **score_trained_agent(kind, seed, copy.root, n_fresh),
         **held_by_state(copy.report / "equity.csv", series.state, tail),
     }  # fmt: skip

@@ -139,24 +139,39 @@ def exposure_table(results: Sequence[dict[str, Any]]) -> str:
 
 
 def run_table(results: Sequence[dict[str, Any]]) -> str:
-    """Per run: which way its training bars went (`training_bars_growth`), the agent's and the
-    estimated ceiling's log growth over buy-and-hold on the tail, and their shares of the fair
-    ceiling's edge on fresh series (nan where there is no edge, as on a random walk)."""
+    """Per run: which way its training bars went (`training_bars_growth`), what they showed the
+    contest (the p-values of `training.run.evidence`: the momentum's and the extreme moves'; nan
+    where the contest read none), the contender it kept ("-" without a contest), the agent's and
+    the estimated ceiling's log growth over buy-and-hold on the tail, and their shares of the
+    fair ceiling's edge on fresh series (nan where there is no edge, as on a random walk)."""
     columns = (
         ("growth_training_bars", "{:+.2f}"),
+        ("evidence_momentum_p", "{:.3f}"),
+        ("evidence_tail_p", "{:.3f}"),
+    )
+    figures = (
         ("excess_growth", "{:+.3f}"),
         ("excess_growth_estimated", "{:+.3f}"),
         ("share_fresh", "{:+.2f}"),
         ("share_estimated_fresh", "{:+.2f}"),
     )
     rows = [
-        [r["kind"], str(r["seed"]), *(_cell(r.get(key, math.nan), f) for key, f in columns)]
+        [
+            r["kind"],
+            str(r["seed"]),
+            *(_cell(finite(r.get(key)), f) for key, f in columns),
+            r.get("contender_kept") or "-",
+            *(_cell(finite(r.get(key)), f) for key, f in figures),
+        ]
         for r in results
     ]
     headers = [
         "series",
         "seed",
         "training bars: g_bh",
+        "momentum p",
+        "extreme moves p",
+        "kept",
         "g_agent - g_bh",
         "g_est - g_bh",
         "share, fresh",
@@ -335,8 +350,9 @@ def print_report(report: dict[str, Any], per_run: bool = True) -> None:
         print("target, the learner's own apart from those whose training bars mislead:")
         print(targets_table(results))
     if results and per_run:
-        print("\nper run: which way its training bars went, and what the agent and the estimated")
-        print("ceiling made of them (tail: g - g_bh; fresh series: share of the ceiling's edge):")
+        print("\nper run: which way its training bars went, what they showed the contest and")
+        print("what it kept, and what the agent and the estimated ceiling made of them (tail:")
+        print("g - g_bh; fresh series: share of the ceiling's edge):")
         print(run_table(results))
         print(
             "\nheld exposure and chosen leverage by hidden state (trend: 0 down, 1 up; "

@@ -161,15 +161,21 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
     assert train.stop <= validation.start  # nothing after the training bars is read
     assert growth < -1.5  # the trend series whose training bars fell by 86% (RESULTS, C57)
     fresh = {"share_fresh": 0.72, "share_estimated_fresh": math.nan}  # no estimated ceiling
+    contest = learning.contest_fields({"kept": "hold", "evidence_p_value": 0.4567})
     runs = [
-        {"kind": "trend_regimes", "seed": 16, "growth_training_bars": growth, **fresh},
-        {"kind": "random_walk", "seed": 3},  # an older report: none of the figures
+        {"kind": "trend_regimes", "seed": 16, "growth_training_bars": growth, **fresh, **contest},
+        {"kind": "random_walk", "seed": 3},  # an older report: none of the figures, no contest
     ]
     header, _, trend, walk = report.run_table(runs).splitlines()
-    assert "training bars: g_bh" in header
-    assert trend.split()[:4] == ["trend_regimes", "16", f"{growth:+.2f}", "nan"]
+    assert "training bars: g_bh" in header and "extreme moves p" in header
+    # The momentum's p read, the extreme moves' not (a contest from before that test)
+    assert trend.split()[:7] == ["trend_regimes", "16", f"{growth:+.2f}", "0.457", "nan", "hold",
+                                 "nan"]  # fmt: skip
     assert trend.split()[-2:] == ["+0.72", "nan"]
-    assert walk.split()[2:] == ["nan"] * 5
+    assert walk.split()[2:] == ["nan", "nan", "nan", "-", "nan", "nan", "nan", "nan"]
+    assert learning.contest_fields(None) == {
+        "contender_kept": None, "evidence_momentum_p": None, "evidence_tail_p": None
+    }  # fmt: skip
 
 
 def test_the_targets_table_tells_the_learners_misses_from_those_the_bars_mislead() -> None:
