@@ -13,7 +13,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from training.config import ConfigError, TrainConfig, challenger_config, load_config
 from training.run.challenger import format_contest, keep_better_contender
 from training.run.data import RunData
-from training.run.evidence import Evidence, momentum_evidence, tail_evidence
+from training.run.evidence import (
+    Evidence,
+    momentum_evidence,
+    persistence_evidence,
+    tail_evidence,
+)
 from training.run.folder import RunDir, load_model
 from training.train import main
 
@@ -295,12 +300,13 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
     ("evidence", "hold", "kept", "clause"),
     [
         # No structure at 0.1: holding is the prior, the policy must beat 0.30 + 0.5 x 0.18 / 2.
-        (Evidence(0.4, 0.5), 0.30, "hold", "holding was the prior: no test of the training "
-         "bars finds structure below 0.1 (momentum p = 0.4, extreme moves p = 0.5)"),
+        (Evidence(0.4, 0.5, 0.3), 0.30, "hold", "holding was the prior: no test of the training "
+         "bars finds structure below 0.1 (momentum p = 0.4, extreme moves p = 0.5, persistence "
+         "p = 0.3)"),
         (Evidence(0.4, 1.0), 0.25, "incumbent", "holding was the prior"),  # 0.25 + 0.045 < 0.30
         (Evidence(None, None), 0.25, "incumbent", "holding was the prior: no test of the "
          "training bars finds structure below 0.1 (momentum not measurable, extreme moves not "
-         "measurable)"),
+         "measurable, persistence not measurable)"),
         (None, 0.30, "hold", "holding was the prior"),  # nothing measured
         # Structure: holding is a contender and must beat 0.30 + 1 x 0.20 / 2 = 0.40.
         (Evidence(0.05, 0.5), 0.39, "incumbent", "holding was a contender: the training bars' "
@@ -312,6 +318,9 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
         (Evidence(0.01, 0.002), 0.41, "hold", "the training bars' momentum predicts the next "
          "decision's return at p = 0.01 and extreme moves lean to the side a stop guards at "
          "p = 0.002, below 0.1"),
+        # A trend the momentum test misses, in the returns' persistence
+        (Evidence(0.4, 1.0, 0.02), 0.39, "incumbent", "holding was a contender: the training "
+         "bars' returns persist at p = 0.02, below 0.1"),
     ],
 )  # fmt: skip
 def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
@@ -329,6 +338,7 @@ def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
     measured = evidence or Evidence(None, None)
     assert choice["evidence_p_value"] == measured.momentum
     assert choice["tail_p_value"] == measured.tail
+    assert choice["persistence_p_value"] == measured.persistence
     assert_adopted(run, run.contender(kept))
     shown = format_contest(choice)
     assert clause in shown
@@ -353,6 +363,7 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
     assert choice["hold_evidence_level"] == 1e-9 and choice["policy"] == "incumbent"
     assert choice["evidence_p_value"] == pytest.approx(momentum_evidence(cfg, training))
     assert choice["tail_p_value"] == tail_evidence(training, cfg.env.long_only)
+    assert choice["persistence_p_value"] == persistence_evidence(training, 8)  # the longest
     hold = next(row for row in choice["contenders"] if row["contender"] == "hold")
     to_beat = choice["policy_score_to_beat"]
     assert to_beat >= hold["best_validation_score"]  # holding's score, plus 0 of its errors

@@ -1,6 +1,9 @@
 """The contest's evidence: the sign test of the training bars' extreme moves, and what the two
 tests together say about structure."""
 
+import math
+import statistics
+
 import numpy as np
 import pytest
 from test_features import market_from_closes
@@ -10,6 +13,7 @@ from training.run.evidence import (
     TAIL_WINDOW,
     Evidence,
     binomial_upper_tail,
+    persistence_evidence,
     tail_evidence,
 )
 
@@ -78,25 +82,72 @@ def test_binomial_upper_tail_is_exact():
     assert binomial_upper_tail(2000, 2000) == 0.5**2000  # no float overflow in 2**n
 
 
-def test_crash_risk_bars_show_a_heavier_left_tail_and_a_random_walk_none():
-    """The benchmark's generators: crashes are falls of 10-20% in a 1% noise; a random walk's
-    Gaussian noise has no move beyond five standard deviations."""
+def test_the_generators_crashes_and_trends_show_and_a_random_walk_shows_neither():
+    """The benchmark's generators: crashes are falls of 10-20% in a 1% noise; trend regimes'
+    returns persist over their spells; a random walk's Gaussian noise has neither."""
     crash = generate("crash_risk", 3000, 0).market
-    walk = generate("random_walk", 3000, 0).market
+    trend = generate("trend_regimes", 3000, 1).market
+    noise = generate("random_walk", 3000, 0).market
     assert tail_evidence([(crash, range(0, 3000))], True) < 0.01
-    assert tail_evidence([(walk, range(0, 3000))], True) == 1.0
+    assert tail_evidence([(noise, range(0, 3000))], True) == 1.0
+    assert persistence_evidence([(trend, range(0, 3000))], 64) < 0.05
+    assert persistence_evidence([(noise, range(0, 3000))], 64) > 0.1
+
+
+def walk(returns: np.ndarray) -> list:
+    """One range over the closes these log `returns` lead to."""
+    market = market_from_closes(100 * np.exp(np.concatenate([[0.0], np.cumsum(returns)])))
+    return [(market, range(0, len(returns) + 1))]
+
+
+def test_persistent_returns_pass_the_variance_ratio_test_and_alternating_ones_do_not():
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.01, 3000)
+    spells = np.repeat(rng.choice([-1.0, 1.0], 3000 // 100), 100) * 0.003  # 100-bar trends
+    assert persistence_evidence(walk(noise + spells), 64) < 1e-6
+    alternating = np.where(np.arange(3000) % 2 == 0, 0.01, -0.01)
+    assert persistence_evidence(walk(alternating + noise), 16) > 0.999  # VR far below 1
+
+
+def test_the_variance_ratio_test_is_sized_on_independent_returns():
+    """Its level is what it says on i.i.d. noise with a drift and a variance that moves (the
+    test is heteroscedasticity-robust, and a drift is no persistence)."""
+    rng = np.random.default_rng(1)
+    p = [
+        persistence_evidence(
+            walk(0.002 + rng.normal(0, 1, 3000) * np.repeat([0.01, 0.03], 1500)), 64
+        )
+        for _ in range(400)
+    ]
+    assert 0.06 <= np.mean(np.array(p) < 0.1) <= 0.14
+    assert 0.02 <= np.mean(np.array(p) < 0.05) <= 0.08
+
+
+def test_the_variance_ratio_test_pools_ranges_and_skips_short_ones():
+    rng = np.random.default_rng(2)
+    ((market, bars),) = walk(rng.normal(0, 0.01, 500) + np.repeat([0.002, -0.002], 250))
+    one = persistence_evidence([(market, bars)], 16)
+    z = math.sqrt(2) * statistics.NormalDist().inv_cdf(1 - one)  # two equal ranges: sqrt(2) z
+    assert persistence_evidence([(market, bars)] * 2, 16) == pytest.approx(
+        1 - statistics.NormalDist().cdf(z)
+    )
+    short = (market, range(0, 33))  # 32 returns: not more than 2 x 16
+    assert persistence_evidence([short], 16) is None
+    assert persistence_evidence([short, (market, bars)], 16) == pytest.approx(one)
+    assert persistence_evidence([(market, bars)], 1) is None  # no horizon to sum over
 
 
 @pytest.mark.parametrize(
-    ("momentum", "tail", "structure"),
+    ("momentum", "tail", "persistence", "structure"),
     [
-        (0.05, 0.5, True),
-        (0.5, 0.05, True),
-        (0.5, 0.5, False),
-        (0.1, 0.1, False),  # below the level, not at it
-        (None, 0.05, True),
-        (None, None, False),
+        (0.05, 0.5, 0.5, True),
+        (0.5, 0.05, 0.5, True),
+        (0.5, 0.5, 0.05, True),
+        (0.5, 0.5, 0.5, False),
+        (0.1, 0.1, 0.1, False),  # below the level, not at it
+        (None, 0.05, None, True),
+        (None, None, None, False),
     ],
 )
-def test_structure_is_any_test_below_the_level(momentum, tail, structure):
-    assert Evidence(momentum, tail).shows_structure(0.1) == structure
+def test_structure_is_any_test_below_the_level(momentum, tail, persistence, structure):
+    assert Evidence(momentum, tail, persistence).shows_structure(0.1) == structure

@@ -268,9 +268,9 @@ class TrainConfig:
     # "median" of its passes (the best of several leans the comparison towards the policy)
     hold_against: HoldAgainst = "best"
     # Where no test of the training bars finds structure at this p-value (their momentum
-    # predicting the next decision's return, or their extreme moves leaning to the side a stop
-    # guards: run/evidence.py), holding is the prior: the trained policy is kept only when it
-    # validates better than holding by policy_margin; None: holding never is
+    # predicting the next decision's return, their extreme moves leaning to the side a stop
+    # guards, their returns persisting: run/evidence.py), holding is the prior: the trained
+    # policy is kept only when it validates better than holding by policy_margin; None: never
     hold_evidence: float | None = None
     policy_margin: float = 0.0  # standard errors of holding's score, where holding is the prior
     # What validation keeps (the pass, restart or contender): the best "sharpe", or "growth",

@@ -41,7 +41,8 @@ leans, and the margin is all the evidence holding must show.
 With `train.hold_evidence`, the burden turns where the training bars show nothing to learn:
 where no test of `training.run.evidence` finds structure in them at that p-value (neither their
 momentum predicting the next decision's return, the test of `train.challenger_evidence`, nor
-their extreme moves leaning to the side a stop guards), holding is the prior, and the policy the
+their extreme moves leaning to the side a stop guards, nor their returns persisting over the
+longest momentum horizon), holding is the prior, and the policy the
 contest kept so far stays only when its best pass beats holding's score by
 `train.policy_margin` standard errors of holding's. A random walk's bars, and a turbulence
 series' (whose drift is the same in calm and turbulent spells: the volatility budget, which
@@ -51,8 +52,9 @@ clear. Where a test passes, holding is a contender as above. With the momentum t
 0.1 and a margin of 0.5 (C105), the rule sent four of five crash-risk agents that had learned
 part of the stop's edge to holding, beside rescuing 11 random-walk and turbulence misses and
 losing 7 of 19 trend hits on such bars (benchmarks/RESULTS.md, twenty-seventh round); the tail
-test finds every crash-risk series of 200, and the default config sets 0.1 with a margin of 0.5
-(C106, twenty-eighth round).
+test finds every crash-risk series of 200, and the persistence test 15 of the 18 trend hits the
+first two tests lost, and the default config sets 0.1 with a margin of 0.5 (C107, twenty-eighth
+round).
 
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
@@ -238,6 +240,7 @@ def keep_better_contender(
             choice["hold_evidence_level"] = rules.hold_evidence
             choice["evidence_p_value"] = evidence.momentum if evidence is not None else None
             choice["tail_p_value"] = evidence.tail if evidence is not None else None
+            choice["persistence_p_value"] = evidence.persistence if evidence is not None else None
             structure = evidence is not None and evidence.shows_structure(rules.hold_evidence)
         if structure:
             to_beat = bar(kept, rules.hold_margin or 0.0, rules.hold_against)
@@ -287,7 +290,11 @@ def format_contest(choice: dict[str, Any]) -> str:
                 than = "the median pass of the policy kept before it"
             rules.append(rule("holding", choice["hold_score_to_beat"], margin, than))
         if "hold_evidence_level" in choice:
-            evidence = Evidence(choice["evidence_p_value"], choice.get("tail_p_value"))
+            evidence = Evidence(
+                choice["evidence_p_value"],
+                choice.get("tail_p_value"),
+                choice.get("persistence_p_value"),
+            )
             rules.append(describe_structure(evidence, choice["hold_evidence_level"]))
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
@@ -322,21 +329,23 @@ def describe_evidence(p_value: float | None, level: float, admitted: str, refuse
 def describe_structure(evidence: Evidence, level: float) -> str:
     """What the training bars' `evidence` decided against `level` (`train.hold_evidence`), as a
     clause: holding was a contender, and which tests found structure below `level`, or holding
-    was the prior, with both p-values."""
+    was the prior, with every p-value."""
     found = []
     if evidence.momentum is not None and evidence.momentum < level:
         found.append(f"momentum predicts the next decision's return at p = {evidence.momentum:.3g}")
     if evidence.tail is not None and evidence.tail < level:
         found.append(f"extreme moves lean to the side a stop guards at p = {evidence.tail:.3g}")
+    if evidence.persistence is not None and evidence.persistence < level:
+        found.append(f"returns persist at p = {evidence.persistence:.3g}")
     if found:
-        return f"holding was a contender: the training bars' {' and '.join(found)}, below {level:g}"
-    momentum, tail = (
+        return f"holding was a contender: the training bars' {spoken_list(found)}, below {level:g}"
+    momentum, tail, persistence = (
         "not measurable" if p is None else f"p = {p:.3g}"
-        for p in (evidence.momentum, evidence.tail)
+        for p in (evidence.momentum, evidence.tail, evidence.persistence)
     )
     return (
         f"holding was the prior: no test of the training bars finds structure below {level:g} "
-        f"(momentum {momentum}, extreme moves {tail})"
+        f"(momentum {momentum}, extreme moves {tail}, persistence {persistence})"
     )
 
 
