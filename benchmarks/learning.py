@@ -211,13 +211,14 @@ VOLATILITY_KINDS = ("volatility_regimes", "turbulence_regimes")
 def contest_fields(contest: dict[str, Any] | None) -> dict[str, Any]:
     """A run's contest (`challenger.json`'s content; None: the run held none) as result fields:
     `contender_kept` ("incumbent", "challenger" or "hold"; None without a contest) and the
-    training bars' evidence it read (`training.run.evidence`), `evidence_momentum_p` and
-    `evidence_tail_p` (None where it read none)."""
+    training bars' evidence it read (`training.run.evidence`), `evidence_momentum_p`,
+    `evidence_tail_p` and `evidence_persistence_p` (None where it read none)."""
     contest = contest or {}
     return {
         "contender_kept": contest.get("kept"),
         "evidence_momentum_p": contest.get("evidence_p_value"),
         "evidence_tail_p": contest.get("tail_p_value"),
+        "evidence_persistence_p": contest.get("persistence_p_value"),
     }
 
 

@@ -140,14 +140,16 @@ def exposure_table(results: Sequence[dict[str, Any]]) -> str:
 
 def run_table(results: Sequence[dict[str, Any]]) -> str:
     """Per run: which way its training bars went (`training_bars_growth`), what they showed the
-    contest (the p-values of `training.run.evidence`: the momentum's and the extreme moves'; nan
-    where the contest read none), the contender it kept ("-" without a contest), the agent's and
-    the estimated ceiling's log growth over buy-and-hold on the tail, and their shares of the
-    fair ceiling's edge on fresh series (nan where there is no edge, as on a random walk)."""
+    contest (the p-values of `training.run.evidence`: the momentum's, the extreme moves' and the
+    persistence's; nan where the contest read none), the contender it kept ("-" without a
+    contest), the agent's and the estimated ceiling's log growth over buy-and-hold on the tail,
+    and their shares of the fair ceiling's edge on fresh series (nan where there is no edge, as
+    on a random walk)."""
     columns = (
         ("growth_training_bars", "{:+.2f}"),
         ("evidence_momentum_p", "{:.3f}"),
         ("evidence_tail_p", "{:.3f}"),
+        ("evidence_persistence_p", "{:.3f}"),
     )
     figures = (
         ("excess_growth", "{:+.3f}"),
@@ -171,6 +173,7 @@ def run_table(results: Sequence[dict[str, Any]]) -> str:
         "training bars: g_bh",
         "momentum p",
         "extreme moves p",
+        "persistence p",
         "kept",
         "g_agent - g_bh",
         "g_est - g_bh",

@@ -168,13 +168,14 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
     ]
     header, _, trend, walk = report.run_table(runs).splitlines()
     assert "training bars: g_bh" in header and "extreme moves p" in header
-    # The momentum's p read, the extreme moves' not (a contest from before that test)
-    assert trend.split()[:7] == ["trend_regimes", "16", f"{growth:+.2f}", "0.457", "nan", "hold",
-                                 "nan"]  # fmt: skip
+    # The momentum's p read, the other tests' not (a contest from before them)
+    assert trend.split()[:8] == ["trend_regimes", "16", f"{growth:+.2f}", "0.457", "nan", "nan",
+                                 "hold", "nan"]  # fmt: skip
     assert trend.split()[-2:] == ["+0.72", "nan"]
-    assert walk.split()[2:] == ["nan", "nan", "nan", "-", "nan", "nan", "nan", "nan"]
+    assert walk.split()[2:] == ["nan"] * 4 + ["-"] + ["nan"] * 4
     assert learning.contest_fields(None) == {
-        "contender_kept": None, "evidence_momentum_p": None, "evidence_tail_p": None
+        "contender_kept": None, "evidence_momentum_p": None, "evidence_tail_p": None,
+        "evidence_persistence_p": None,
     }  # fmt: skip
 
 

@@ -112,7 +112,7 @@ def persistence_evidence(ranges: Sequence[tuple[MarketData, range]], horizon: in
     (one-sided; Lo and MacKinlay 1988, its heteroscedasticity-robust z, each range's returns
     taken about their own mean so a drift is no persistence). The ranges' z are pooled,
     weighted by the square root of their returns (Stouffer). None where no range has more than
-    2 `horizon` returns."""
+    2 `horizon` returns that move, or `horizon` is below 2 (nothing to sum)."""
     weighted = weights = 0.0
     for market, bars in ranges:
         returns = np.diff(np.log(market.close[bars.start : bars.stop]))  # [n]
