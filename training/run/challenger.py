@@ -42,19 +42,19 @@ With `train.hold_evidence`, the burden turns where the training bars show nothin
 where no test of `training.run.evidence` finds structure in them at that p-value (neither their
 momentum predicting the next decision's return, the test of `train.challenger_evidence`, nor
 their extreme moves leaning to the side a stop guards, nor their returns persisting over the
-longest momentum horizon), holding is the prior, and the policy the
-contest kept so far stays only when its best pass beats holding's score by
-`train.policy_margin` standard errors of holding's. A random walk's bars, and a turbulence
-series' (whose drift is the same in calm and turbulent spells: the volatility budget, which
-holding shares, does the de-levering), rarely show either; a policy trained there has little but
-noise to learn, and validation decides between it and holding only where the difference is
-clear. Where a test passes, holding is a contender as above. With the momentum test alone, at
-0.1 and a margin of 0.5 (C105), the rule sent four of five crash-risk agents that had learned
-part of the stop's edge to holding, beside rescuing 11 random-walk and turbulence misses and
-losing 7 of 19 trend hits on such bars (benchmarks/RESULTS.md, twenty-seventh round); the tail
-test finds every crash-risk series of 200, and the persistence test 15 of the 18 trend hits the
-first two tests lost, and the default config sets 0.1 with a margin of 0.5 (C107, twenty-eighth
-round).
+longest momentum horizon), holding is the prior, and the policy the contest kept so far stays
+only when its best pass beats holding's score by `train.policy_margin` standard errors of
+holding's. A random walk's bars, and a turbulence series' (whose drift is the same in calm and
+turbulent spells: the volatility budget, which holding shares, does the de-levering), show
+structure only by the tests' false alarms (a fifth and a third of them at 0.1); a policy trained
+there has little but noise to learn, and validation decides between it and holding only where
+the difference is clear. Where a test passes, holding is a contender as above. With the momentum
+test alone, at 0.1 and a margin of 0.5 (C105), the rule sent four of five crash-risk agents that
+had learned part of the stop's edge to holding, beside rescuing 11 random-walk and turbulence
+misses and losing 7 of 19 trend hits on such bars (benchmarks/RESULTS.md, twenty-seventh round);
+the tail test finds every crash-risk series of 200, and the persistence test 15 of the 18 trend
+hits the first two tests lost, and the default config sets 0.1 with a margin of 0.5 (C107,
+twenty-eighth round).
 
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
