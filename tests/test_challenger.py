@@ -368,6 +368,12 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
     to_beat = choice["policy_score_to_beat"]
     assert to_beat >= hold["best_validation_score"]  # holding's score, plus 0 of its errors
     assert load_config(RunDir(run).contender("incumbent").config).train.hold_evidence is None
+    events = EventAccumulator(str(run / "tb" / "challenger"))
+    events.Reload()
+    for key, test in (("evidence_p_value", "momentum"), ("tail_p_value", "extreme_moves"),
+                      ("persistence_p_value", "persistence")):  # fmt: skip
+        (logged,) = events.Scalars(f"challenger/evidence_{test}_p")
+        assert logged.step == 1 and logged.value == pytest.approx(choice[key])
 
 
 @pytest.mark.parametrize(

@@ -101,6 +101,13 @@ from training.run.restarts import adopt
 
 CONTENDERS = ("incumbent", "challenger", "hold")  # in the order they are compared
 TRAINED = CONTENDERS[:2]  # the contenders PPO trains; the hold policy is built
+# The p-values `challenger.json` records for the tests of `training.run.evidence`, by the name
+# each is logged under in TensorBoard
+EVIDENCE_TAGS = {
+    "evidence_p_value": "momentum",
+    "tail_p_value": "extreme_moves",
+    "persistence_p_value": "persistence",
+}
 
 
 def contender_configs(cfg: RunConfig, run: RunDir) -> dict[str, RunConfig]:
@@ -358,11 +365,15 @@ def log_contest(run: RunDir, choice: dict[str, Any]) -> None:
     """Log the contest to TensorBoard in `run`'s own folder, `<run>/tb/challenger`, next to each
     contender's training logs (`<run>/<contender>/tb`): at step k the best validation score of
     the k-th contender compared (`challenger/best_validation_score`, when finite; the incumbent
-    first, then the challenger and the hold contender, those the run has), and `challenger/kept`
-    (the step of the kept one)."""
+    first, then the challenger and the hold contender, those the run has), `challenger/kept`
+    (the step of the kept one), and at step 1 the p-value of each test of the training bars the
+    contest read (`challenger/evidence_<test>_p`, `EVIDENCE_TAGS`)."""
     logger = configure(str(run.tensorboard / "challenger"), ["tensorboard"])
     names = [row["contender"] for row in choice["contenders"]]
     kept = names.index(choice["kept"]) + 1
+    for key, test in EVIDENCE_TAGS.items():
+        if choice.get(key) is not None:
+            logger.record(f"challenger/evidence_{test}_p", choice[key])
     for step, row in enumerate(choice["contenders"], start=1):
         if row["best_validation_score"] is not None:
             logger.record("challenger/best_validation_score", row["best_validation_score"])
