@@ -77,7 +77,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from multiprocessing import get_context
 from pathlib import Path
@@ -213,12 +213,13 @@ def contest_fields(contest: dict[str, Any] | None) -> dict[str, Any]:
     `contender_kept` ("incumbent", "challenger" or "hold"; None without a contest) and the
     training bars' evidence it read (`training.run.evidence`), `evidence_momentum_p`,
     `evidence_tail_p` and `evidence_persistence_p` (None where it read none)."""
+    from training.run.challenger import recorded_evidence
+
     contest = contest or {}
+    evidence = asdict(recorded_evidence(contest))
     return {
         "contender_kept": contest.get("kept"),
-        "evidence_momentum_p": contest.get("evidence_p_value"),
-        "evidence_tail_p": contest.get("tail_p_value"),
-        "evidence_persistence_p": contest.get("persistence_p_value"),
+        **{f"evidence_{test}_p": p for test, p in evidence.items()},
     }
 
 

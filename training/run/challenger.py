@@ -101,13 +101,14 @@ from training.run.restarts import adopt
 
 CONTENDERS = ("incumbent", "challenger", "hold")  # in the order they are compared
 TRAINED = CONTENDERS[:2]  # the contenders PPO trains; the hold policy is built
-# The p-values `challenger.json` records for the tests of `training.run.evidence`, by the name
-# each is logged under in TensorBoard
-EVIDENCE_TAGS = {
-    "evidence_p_value": "momentum",
-    "tail_p_value": "extreme_moves",
-    "persistence_p_value": "persistence",
+# Each test of `training.run.evidence` (an `Evidence` field): the key of its p-value in
+# `challenger.json`, and the name it is logged under in TensorBoard
+EVIDENCE_RECORD = {
+    "momentum": ("evidence_p_value", "momentum"),
+    "tail": ("tail_p_value", "extreme_moves"),
+    "persistence": ("persistence_p_value", "persistence"),
 }
+NOT_MEASURED = Evidence(None, None, None)  # the contest's evidence where the run read none
 
 
 def contender_configs(cfg: RunConfig, run: RunDir) -> dict[str, RunConfig]:
@@ -187,6 +188,7 @@ def keep_better_contender(
     with the standard error of a Sharpe ratio, when it is the one to beat; one without a finite
     pass is never kept over another.
     """
+    measured = evidence if evidence is not None else NOT_MEASURED
     names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
     if rules.hold_margin is None and "hold" in names:
         names.remove("hold")
@@ -233,11 +235,11 @@ def keep_better_contender(
     if "challenger" in rows:
         to_beat = bar(kept, rules.challenger_margin)
         choice["score_to_beat"] = to_beat if math.isfinite(to_beat) else None
-        momentum = evidence.momentum if evidence is not None else None
         if rules.challenger_evidence is not None:
             choice["evidence_level"] = rules.challenger_evidence
-            choice["evidence_p_value"] = momentum
-        if evidence_admits(momentum, rules.challenger_evidence) and beats("challenger", to_beat):
+            choice["evidence_p_value"] = measured.momentum
+        admitted = evidence_admits(measured.momentum, rules.challenger_evidence)
+        if admitted and beats("challenger", to_beat):
             kept = "challenger"
     if "hold" in rows:
         choice["hold_margin_standard_errors"] = rules.hold_margin
@@ -245,10 +247,9 @@ def keep_better_contender(
         structure = True
         if rules.hold_evidence is not None:
             choice["hold_evidence_level"] = rules.hold_evidence
-            choice["evidence_p_value"] = evidence.momentum if evidence is not None else None
-            choice["tail_p_value"] = evidence.tail if evidence is not None else None
-            choice["persistence_p_value"] = evidence.persistence if evidence is not None else None
-            structure = evidence is not None and evidence.shows_structure(rules.hold_evidence)
+            for test, (key, _) in EVIDENCE_RECORD.items():
+                choice[key] = getattr(measured, test)
+            structure = measured.shows_structure(rules.hold_evidence)
         if structure:
             to_beat = bar(kept, rules.hold_margin or 0.0, rules.hold_against)
             choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
@@ -297,12 +298,8 @@ def format_contest(choice: dict[str, Any]) -> str:
                 than = "the median pass of the policy kept before it"
             rules.append(rule("holding", choice["hold_score_to_beat"], margin, than))
         if "hold_evidence_level" in choice:
-            evidence = Evidence(
-                choice["evidence_p_value"],
-                choice.get("tail_p_value"),
-                choice.get("persistence_p_value"),
-            )
-            rules.append(describe_structure(evidence, choice["hold_evidence_level"]))
+            level = choice["hold_evidence_level"]
+            rules.append(describe_structure(recorded_evidence(choice), level))
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"
@@ -331,6 +328,12 @@ def describe_evidence(p_value: float | None, level: float, admitted: str, refuse
         f"{admitted if admits else refused}: the training bars' momentum predicts the next "
         f"decision's return at p = {p_value:.3g}, {relation} {level:g}"
     )
+
+
+def recorded_evidence(choice: Mapping[str, Any]) -> Evidence:
+    """The evidence a contest recorded (`keep_better_contender`'s `choice`, `challenger.json`):
+    None for each test it did not record."""
+    return Evidence(**{test: choice.get(key) for test, (key, _) in EVIDENCE_RECORD.items()})
 
 
 def describe_structure(evidence: Evidence, level: float) -> str:
@@ -367,13 +370,13 @@ def log_contest(run: RunDir, choice: dict[str, Any]) -> None:
     the k-th contender compared (`challenger/best_validation_score`, when finite; the incumbent
     first, then the challenger and the hold contender, those the run has), `challenger/kept`
     (the step of the kept one), and at step 1 the p-value of each test of the training bars the
-    contest read (`challenger/evidence_<test>_p`, `EVIDENCE_TAGS`)."""
+    contest read (`challenger/evidence_<test>_p`, `EVIDENCE_RECORD`)."""
     logger = configure(str(run.tensorboard / "challenger"), ["tensorboard"])
     names = [row["contender"] for row in choice["contenders"]]
     kept = names.index(choice["kept"]) + 1
-    for key, test in EVIDENCE_TAGS.items():
+    for key, tag in EVIDENCE_RECORD.values():
         if choice.get(key) is not None:
-            logger.record(f"challenger/evidence_{test}_p", choice[key])
+            logger.record(f"challenger/evidence_{tag}_p", choice[key])
     for step, row in enumerate(choice["contenders"], start=1):
         if row["best_validation_score"] is not None:
             logger.record("challenger/best_validation_score", row["best_validation_score"])
