@@ -8,14 +8,18 @@ import numpy as np
 import pytest
 from test_features import market_from_closes
 
+from envs.core import TradingCore
 from envs.synthetic import generate
+from training.config import load_config
 from training.run.evidence import (
     TAIL_WINDOW,
     Evidence,
     binomial_upper_tail,
+    momentum_evidence,
     persistence_evidence,
     tail_evidence,
 )
+from training.run.teacher import momentum_teacher, overlap_weights
 
 STEP = 0.01  # each ordinary bar moves the log price by +-1%: a median absolute return of 1%
 EXTREME = 5.0 * STEP / 0.6745  # the smallest extreme move: 5 robust standard deviations
@@ -92,6 +96,19 @@ def test_the_generators_crashes_and_trends_show_and_a_random_walk_shows_neither(
     assert tail_evidence([(noise, range(0, 3000))], True) == 1.0
     assert persistence_evidence([(trend, range(0, 3000))], 64) < 0.05
     assert persistence_evidence([(noise, range(0, 3000))], 64) > 0.1
+
+
+def test_the_momentum_evidence_counts_the_whole_overlap_of_the_decisions_returns():
+    """The contest's momentum test is the teacher's regression with Hansen and Hodrick's
+    weights (sized at its level, tests/test_teacher.py); the teacher's own Bartlett weights
+    give a random walk's momentum a smaller p-value than it deserves."""
+    cfg = load_config(None, ["env.momentum_horizons=[16,64]", "env.decision_interval=5"])
+    ranges = [(generate("random_walk", 3000, 0).market, range(0, 3000))]
+    core = TradingCore.stacked(ranges, cfg.env)
+    overlap = momentum_teacher(core, 1, cfg.env, lag_weights=overlap_weights)
+    teacher = momentum_teacher(core, 1, cfg.env)
+    assert overlap is not None and teacher is not None
+    assert momentum_evidence(cfg, ranges) == overlap.p_value > teacher.p_value
 
 
 def walk(returns: np.ndarray) -> list:

@@ -5,6 +5,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import torch
 from stable_baselines3.common.logger import Logger
 
@@ -17,8 +18,10 @@ from training.run.teacher import (
     TEACHER_LEVEL,
     DirectionTeacher,
     LinearTeacher,
+    bartlett_weights,
     describe_teacher,
     momentum_columns,
+    overlap_weights,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +55,59 @@ def test_the_teacher_labels_long_where_the_feature_predicts_a_rise_and_flat_wher
     market = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 2.0]])  # [3, F]
     assert teacher.labels(market, SIDES).tolist() == [1, 0, -1]
     assert teacher.labels(market, (-1, 0, 1)).tolist() == [2, 0, -1]  # short where it falls
+
+
+def momentum_noise_core(n: int, seed: int) -> SimpleNamespace:
+    """What `LinearTeacher.fit` reads of a core whose opens are a random walk and whose two
+    features are its momentum over the 16 and 64 moves up to each bar: persistent regressors
+    that predict nothing."""
+    rng = np.random.default_rng(seed)
+    moves = 0.01 * rng.standard_normal(n + 64)  # moves[64 + t]: the move into open t
+    features = np.stack(
+        [
+            np.convolve(moves, np.ones(w), "valid")[65 - w : 65 - w + n] / (0.01 * w**0.5)
+            for w in (16, 64)
+        ],
+        axis=1,
+    )  # [n, 2] feature t sums the w moves up to open t
+    opens = 100.0 * np.exp(np.cumsum(moves[64:]))
+    return SimpleNamespace(
+        first_bars=np.array([0]),
+        end_bars=np.array([n - 1]),
+        ohlc=np.stack([opens, opens, opens, opens], axis=1),
+        features=features.astype(np.float32),
+        scale=np.ones(n),
+    )
+
+
+def test_the_covariance_weights_count_the_overlap_of_the_decisions_returns():
+    """Returns over h bars that start j < h bars apart share h - j bars: the long-run variance
+    of their sum is h times one's, ``1 + 2 sum_j w_j (h - j) / h`` in units of one's variance.
+    Hansen and Hodrick's weights count all of it; Bartlett's about three quarters at h = 5."""
+    assert bartlett_weights(5) == pytest.approx([5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6])
+    assert overlap_weights(5).tolist() == [1.0] * 4
+    assert len(overlap_weights(1)) == 0  # one-bar returns do not overlap: White's covariance
+
+    def counted(weights: np.ndarray, h: int) -> float:
+        shared = (h - np.arange(1, len(weights) + 1)) / h  # [lags] correlation at each lag
+        return float(1.0 + 2.0 * np.sum(weights[: h - 1] * shared[: h - 1]))
+
+    assert counted(overlap_weights(5), 5) == pytest.approx(5.0)
+    assert counted(bartlett_weights(5), 5) == pytest.approx(5.0 * 11 / 15)
+
+
+def test_with_the_overlap_weights_the_joint_test_holds_its_size_on_noise():
+    """Momentum features of a random walk predict nothing; tested on decisions held 5 bars, the
+    joint test with Bartlett's weights passes at 0.1 on about twice as many ranges as its level,
+    with Hansen and Hodrick's on about its level."""
+    cores = [momentum_noise_core(3000, seed) for seed in range(300)]
+
+    def passing(lag_weights) -> float:
+        fits = [LinearTeacher.fit(core, 1, 5, lag_weights=lag_weights) for core in cores]
+        return float(np.mean([fit is not None and fit.p_value < 0.1 for fit in fits]))
+
+    assert 0.06 <= passing(overlap_weights) <= 0.14
+    assert passing(bartlett_weights) >= 0.14
 
 
 def test_a_drift_enters_the_lesson_only_where_the_bars_establish_it():
@@ -156,9 +212,17 @@ def test_training_with_the_teacher_fits_it_on_the_real_ranges_and_teaches_each_r
     fitted, taught = [], []
     real_fit, real_targets = LinearTeacher.fit.__func__, DirectionTeacher._targets
 
-    def spy_fit(cls, core, ranges, horizon, z=teacher_module.TEACHER_Z, columns=None):
-        fitted.append((len(core.first_bars), ranges, horizon, columns))
-        teacher = real_fit(cls, core, ranges, horizon, z, columns)
+    def spy_fit(
+        cls,
+        core,
+        ranges,
+        horizon,
+        z=teacher_module.TEACHER_Z,
+        columns=None,
+        lag_weights=teacher_module.bartlett_weights,
+    ):
+        fitted.append((len(core.first_bars), ranges, horizon, columns, lag_weights))
+        teacher = real_fit(cls, core, ranges, horizon, z, columns, lag_weights)
         return dataclasses.replace(teacher, p_value=p_value)
 
     def spy_targets(self, flat):
@@ -177,9 +241,10 @@ def test_training_with_the_teacher_fits_it_on_the_real_ranges_and_teaches_each_r
     p_value = 0.0  # as if the bars' features predicted the next decision's return
     model = fit(cfg, [(market, range(0, 800))], RunDir(tmp_path / "taught"))
     assert model.num_timesteps >= 128
-    # The real range, not its two copies; decisions held 5 bars; the momentum features only.
+    # The real range, not its two copies; decisions held 5 bars; the momentum features only;
+    # Bartlett's weights, for which the teacher's level was measured
     momentum = [len(feature_names()) + i for i in range(len(cfg.env.momentum_horizons))]
-    assert momentum and fitted == [(3, 1, 5, momentum)]
+    assert momentum and fitted == [(3, 1, 5, momentum, bartlett_weights)]
     assert taught == [64, 64]  # each rollout of 4 accounts x 16 steps, the last one included
     p_value = 0.5  # a teacher that fails its test is not trained with at all
     fit(cfg, [(market, range(0, 800))], RunDir(tmp_path / "untaught"))

@@ -22,7 +22,8 @@ challengers that won on trend series had the bars' momentum at p 0.001-0.06, and
 that won on random walks at p 0.15-0.65; at 0.1 the rule rescued five random walks and lost a
 trend and a random-walk series there. On held-out seeds whose training bars give p >= 0.1 it
 lost trend hits and changed no random walk (benchmarks/RESULTS.md, twenty-sixth round), so the
-default config leaves it unset.
+default config leaves it unset. Those p-values were the teacher's own weights' (Bartlett's),
+which come out smaller than today's test's (`training.run.teacher.overlap_weights`).
 
 Holding is a contender too, with `train.hold_margin`: a policy of the same architecture that
 always chooses the env's hold action (long at the leverage nearest 1x with the widest stop, no
@@ -46,7 +47,7 @@ longest momentum horizon), holding is the prior, and the policy the contest kept
 only when its best pass beats holding's score by `train.policy_margin` standard errors of
 holding's. A random walk's bars, and a turbulence series' (whose drift is the same in calm and
 turbulent spells: the volatility budget, which holding shares, does the de-levering), show
-structure only by the tests' false alarms (a fifth and a third of them at 0.1); a policy trained
+structure only by the tests' false alarms (one in eight and three in ten at 0.1); a policy trained
 there has little but noise to learn, and validation decides between it and holding only where
 the difference is clear. Where a test passes, holding is a contender as above. With the momentum
 test alone, at 0.1 and a margin of 0.5 (C105), the rule sent four of five crash-risk agents that

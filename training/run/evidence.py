@@ -4,11 +4,13 @@ A trained policy is worth shipping over holding only where the training bars hol
 policy can act on. Three tests read them, each for a lesson a head could learn:
 
 - **momentum** (`momentum_evidence`): whether the bars' momentum features predict the next
-  decision's return, the joint test of the direction teacher (`training.run.teacher`). At
-  p < 0.1 it passes on 90% of the learning benchmark's trend series and on every mean-reversion
-  series; on a random walk, or a turbulence series whose drift is the same in calm and turbulent
-  spells, it passes on about one in five, twice its level (the test is over-sized: its
-  regressors persist longer than its lags allow for).
+  decision's return, the joint test of the direction teacher (`training.run.teacher`) with its
+  covariance counting the whole overlap of the decisions' returns (`overlap_weights`). At
+  p < 0.1 it passes on 84.5% of the learning benchmark's trend series and on every
+  mean-reversion series, and on 8.5% of random walks and 12.5% of turbulence series (whose
+  drift is the same in calm and turbulent spells): about its level. The teacher's own weights
+  (Bartlett's) undercount the overlap, and with them the test passed on noise at twice its
+  level (18.5% and 19.5%; benchmarks/RESULTS.md, twenty-ninth round).
 - **tail** (`tail_evidence`): whether extreme moves against the position a stop guards are more
   common than extreme moves of the other sign, a sign test of the moves beyond `TAIL_Z` robust
   standard deviations of the `TAIL_WINDOW` returns before them. Under any distribution
@@ -47,7 +49,7 @@ from envs import MarketData
 from envs.core import TradingCore
 from envs.features import VOLATILITY_FLOOR
 from training.config import RunConfig
-from training.run.teacher import momentum_teacher
+from training.run.teacher import momentum_teacher, overlap_weights
 
 TAIL_Z = 5.0  # robust standard deviations beyond which a move counts as extreme
 TAIL_WINDOW = 64  # returns before each bar that set its scale: the features' volatility window
@@ -73,9 +75,11 @@ def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]
     """The p-value at which the momentum of the training `ranges` ((market, bars) pairs, the
     run's real training ranges) predicts the next decision's return: the joint test of the
     direction teacher `cfg` would fit on them (`training.run.teacher.momentum_teacher`), whether
-    or not the run has one. None where no teacher can be fitted (no momentum features in
-    `cfg.env`, too few bars)."""
-    teacher = momentum_teacher(TradingCore.stacked(ranges, cfg.env), len(ranges), cfg.env)
+    or not the run has one, with the covariance weighted over the whole overlap of the
+    decisions' returns (`overlap_weights`), so that its size is its level. None where no teacher
+    can be fitted (no momentum features in `cfg.env`, too few bars)."""
+    core = TradingCore.stacked(ranges, cfg.env)
+    teacher = momentum_teacher(core, len(ranges), cfg.env, lag_weights=overlap_weights)
     return None if teacher is None else teacher.p_value
 
 

@@ -15,10 +15,17 @@ would have earned from each decision bar's fill to the next decision's,
 position held in units between decisions, as the env holds it), on that bar's
 momentum features (`momentum_columns` of the last row of the observation window: the direction's
 evidence) and a constant, over every decision bar of the real training ranges once (not the
-resampled copies, which repeat them). The coefficients' covariance is Newey-West's (Bartlett
-weights over h lags, within each range), which holds when neighbouring windows overlap and when
-the variance moves with the features. The teacher teaches only when those features predict
-beyond chance, by the joint Wald test of their coefficients at `TEACHER_LEVEL`; then a state is
+resampled copies, which repeat them). The coefficients' covariance is heteroscedasticity and
+autocorrelation consistent, summed within each range over lags weighted by `lag_weights`: the
+teacher's are Newey and West's (`bartlett_weights`, h lags). Two targets h bars apart share no
+return, but those closer share up to h - 1 of them, and Bartlett's weights, falling from 1,
+count only about three quarters of that overlap: on noise its test passes at about twice its
+level (18.5% of the learning benchmark's random walks at 0.1). `overlap_weights` (Hansen and
+Hodrick's, 1 on each of the h - 1 overlapping lags) count all of it and hold the test's size
+(8.5%); the contest's evidence reads the test with them (`training.run.evidence`). The teacher
+keeps Bartlett's, for which its level and `TEACHER_Z` were measured. It teaches only when the
+features predict beyond chance, by the joint Wald test of their coefficients at
+`TEACHER_LEVEL`; then a state is
 taught the level with the largest side (long) where the predicted advantage of a long position
 over flat exceeds `z` standard errors of that prediction, the level with the smallest side (flat,
 or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. The
@@ -42,7 +49,7 @@ market leans, and PPO, which pays them, how often to act on it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,11 +60,28 @@ from envs.features import feature_names
 from training.run.outcomes import RolloutPass
 
 TEACHER_Z = 2.326  # standard errors a prediction must clear: one-sided 1% of a normal
-# The joint test's nominal level. Its regressors persist over their own windows, longer than
-# the Newey-West lags allow for, so the test passes on noise more often than its level says: on
-# the learning benchmark's 400 structureless training ranges (random walk and turbulence, seeds
+# The joint test's nominal level under Bartlett's weights, which undercount the overlap of the
+# targets (module doc), so the test passes on noise more often than its level says: on the
+# learning benchmark's 400 structureless training ranges (random walk and turbulence, seeds
 # 0-199) at 1% nominal on 5.0% of them, at 0.1% on 0.75% (benchmarks/RESULTS.md, C99).
 TEACHER_LEVEL = 0.001
+
+
+def bartlett_weights(horizon: int) -> np.ndarray:
+    """Newey and West's weights of the covariance's lags 1..`horizon` [horizon]:
+    ``1 - j / (horizon + 1)`` at lag j. Always positive semi-definite; they undercount the
+    overlap of `horizon`-bar returns (module doc)."""
+    lags = np.arange(1, horizon + 1)  # [h]
+    return 1.0 - lags / (horizon + 1)
+
+
+def overlap_weights(horizon: int) -> np.ndarray:
+    """Hansen and Hodrick's weights of the covariance's lags 1..`horizon` - 1 [horizon - 1]: 1 on
+    each lag over which two `horizon`-bar returns share a bar, the whole of their overlap, so a
+    test of the features' coefficients holds its size where the returns are otherwise
+    uncorrelated (module doc). Not guaranteed positive semi-definite: a direction of negative
+    variance is left out of the test (`_wald_p_value`)."""
+    return np.ones(max(horizon - 1, 0))
 
 
 @dataclass(frozen=True)
@@ -87,11 +111,13 @@ class LinearTeacher:
         horizon: int,
         z: float = TEACHER_Z,
         columns: Sequence[int] | None = None,
+        lag_weights: Callable[[int], np.ndarray] = bartlett_weights,
     ) -> LinearTeacher | None:
         """The teacher of the first `ranges` ranges of `core` (the real training ranges; the
         copies that follow them repeat their bars), for decisions held `horizon` bars, on the
-        market features `columns` (None: all); None when there are no such columns, or fewer
-        than ten decision bars per coefficient."""
+        market features `columns` (None: all), its covariance summed over the lags
+        `lag_weights(horizon)` weighs; None when there are no such columns, or fewer than ten
+        decision bars per coefficient."""
         picked = list(range(core.features.shape[1])) if columns is None else list(columns)
         if not picked:
             return None
@@ -114,11 +140,11 @@ class LinearTeacher:
         inverse = np.linalg.pinv(design.T @ design)  # [1 + F, 1 + F]
         coef = inverse @ design.T @ y  # [1 + F]
         scores = design * (y - design @ coef)[:, None]  # [n, 1 + F]
+        weights = lag_weights(horizon)  # [lags]
         meat = np.zeros((n_coef, n_coef))
         for part in np.split(scores, np.cumsum(rows)[:-1]):  # lags stay within a range
             meat += part.T @ part
-            for lag in range(1, min(horizon, len(part) - 1) + 1):
-                weight = 1.0 - lag / (horizon + 1)  # Bartlett
+            for lag, weight in enumerate(weights[: len(part) - 1], start=1):
                 cross = part[lag:].T @ part[:-lag]
                 meat += weight * (cross + cross.T)
         covariance = inverse @ meat @ inverse
@@ -156,14 +182,21 @@ class LinearTeacher:
         return labels
 
 
-def momentum_teacher(core: TradingCore, ranges: int, env: EnvConfig) -> LinearTeacher | None:
+def momentum_teacher(
+    core: TradingCore,
+    ranges: int,
+    env: EnvConfig,
+    lag_weights: Callable[[int], np.ndarray] = bartlett_weights,
+) -> LinearTeacher | None:
     """The teacher a run with `env` fits (`LinearTeacher.fit`): on the momentum features
     (`momentum_columns`) of `core`'s first `ranges` ranges, for decisions held
-    `env.decision_interval` bars. None where `LinearTeacher.fit` fits none (no momentum
-    features, too few bars). Its `p_value` is also the evidence the contest asks of a challenger
-    (`training.run.challenger`, `train.challenger_evidence`)."""
+    `env.decision_interval` bars, its covariance weighted by `lag_weights`. None where
+    `LinearTeacher.fit` fits none (no momentum features, too few bars). With `overlap_weights`
+    its `p_value` is the contest's momentum evidence (`training.run.evidence.momentum_evidence`)."""
     columns = momentum_columns(feature_names(env.momentum_horizons))
-    return LinearTeacher.fit(core, ranges, env.decision_interval, columns=columns)
+    return LinearTeacher.fit(
+        core, ranges, env.decision_interval, columns=columns, lag_weights=lag_weights
+    )
 
 
 def describe_teacher(teacher: LinearTeacher | None) -> str:
@@ -180,7 +213,8 @@ def describe_teacher(teacher: LinearTeacher | None) -> str:
         verdict = "it teaches, without the training bars' drift (not established)"
     return (
         f"direction teacher: its features predict the next decision's return with "
-        f"p = {teacher.p_value:.3g} (joint Wald test, level {TEACHER_LEVEL:g}); {verdict}"
+        f"p = {teacher.p_value:.3g} (joint Wald test, Newey-West weights, level "
+        f"{TEACHER_LEVEL:g}); {verdict}"
     )
 
 
