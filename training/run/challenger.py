@@ -55,7 +55,9 @@ had learned part of the stop's edge to holding, beside rescuing 11 random-walk a
 misses and losing 7 of 19 trend hits on such bars (benchmarks/RESULTS.md, twenty-seventh round);
 the tail test finds every crash-risk series of 200, and the persistence test 15 of the 18 trend
 hits the first two tests lost, and the default config sets 0.1 with a margin of 0.5 (C107,
-twenty-eighth round).
+twenty-eighth round). With the momentum test sized at its level (C108, twenty-ninth round) the
+rule reaches the random walks whose chance momentum the old test called significant, the likely
+misses among them.
 
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
