@@ -18,6 +18,7 @@ from training.run.teacher import (
     TEACHER_LEVEL,
     DirectionTeacher,
     LinearTeacher,
+    _wald_p_value,
     bartlett_weights,
     describe_teacher,
     momentum_columns,
@@ -94,6 +95,15 @@ def test_the_covariance_weights_count_the_overlap_of_the_decisions_returns():
 
     assert counted(overlap_weights(5), 5) == pytest.approx(5.0)
     assert counted(bartlett_weights(5), 5) == pytest.approx(5.0 * 11 / 15)
+
+
+def test_a_direction_of_negative_variance_is_left_out_of_the_joint_test():
+    """Hansen and Hodrick's weights can give a covariance a negative eigenvalue; the test then
+    reads only the directions of positive variance, and nothing where there are none."""
+    one = _wald_p_value(np.array([3.0]), np.array([[1.0]]))
+    assert 0.001 < one < 0.01  # a chi-square of 9 with one degree of freedom: 0.0027
+    assert _wald_p_value(np.array([3.0, 5.0]), np.diag([1.0, -1.0])) == one
+    assert _wald_p_value(np.array([3.0]), np.array([[-1.0]])) == 1.0
 
 
 def test_with_the_overlap_weights_the_joint_test_holds_its_size_on_noise():
