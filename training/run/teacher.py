@@ -65,6 +65,7 @@ TEACHER_Z = 2.326  # standard errors a prediction must clear: one-sided 1% of a 
 # learning benchmark's 400 structureless training ranges (random walk and turbulence, seeds
 # 0-199) at 1% nominal on 5.0% of them, at 0.1% on 0.75% (benchmarks/RESULTS.md, C99).
 TEACHER_LEVEL = 0.001
+LagWeights = Callable[[int], np.ndarray]  # a horizon -> the weights of the covariance's lags 1..
 
 
 def bartlett_weights(horizon: int) -> np.ndarray:
@@ -111,7 +112,7 @@ class LinearTeacher:
         horizon: int,
         z: float = TEACHER_Z,
         columns: Sequence[int] | None = None,
-        lag_weights: Callable[[int], np.ndarray] = bartlett_weights,
+        lag_weights: LagWeights = bartlett_weights,
     ) -> LinearTeacher | None:
         """The teacher of the first `ranges` ranges of `core` (the real training ranges; the
         copies that follow them repeat their bars), for decisions held `horizon` bars, on the
@@ -186,7 +187,7 @@ def momentum_teacher(
     core: TradingCore,
     ranges: int,
     env: EnvConfig,
-    lag_weights: Callable[[int], np.ndarray] = bartlett_weights,
+    lag_weights: LagWeights = bartlett_weights,
 ) -> LinearTeacher | None:
     """The teacher a run with `env` fits (`LinearTeacher.fit`): on the momentum features
     (`momentum_columns`) of `core`'s first `ranges` ranges, for decisions held
