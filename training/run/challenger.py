@@ -111,6 +111,12 @@ EVIDENCE_RECORD = {
     "tail": ("tail_p_value", "extreme_moves"),
     "persistence": ("persistence_p_value", "persistence"),
 }
+# What each test found, where its p-value is below the level, as the training log says it
+EVIDENCE_FINDING = {
+    "momentum": "momentum predicts the next decision's return",
+    "tail": "extreme moves lean to the side a stop guards",
+    "persistence": "returns persist",
+}
 NOT_MEASURED = Evidence(None, None, None)  # the contest's evidence where the run read none
 
 
@@ -343,13 +349,10 @@ def describe_structure(evidence: Evidence, level: float) -> str:
     """What the training bars' `evidence` decided against `level` (`train.hold_evidence`), as a
     clause: holding was a contender, and which tests found structure below `level`, or holding
     was the prior, with every p-value."""
-    found = []
-    if evidence.momentum is not None and evidence.momentum < level:
-        found.append(f"momentum predicts the next decision's return at p = {evidence.momentum:.3g}")
-    if evidence.tail is not None and evidence.tail < level:
-        found.append(f"extreme moves lean to the side a stop guards at p = {evidence.tail:.3g}")
-    if evidence.persistence is not None and evidence.persistence < level:
-        found.append(f"returns persist at p = {evidence.persistence:.3g}")
+    found = [
+        f"{EVIDENCE_FINDING[test]} at p = {getattr(evidence, test):.3g}"
+        for test in evidence.below(level)
+    ]
     if found:
         return f"holding was a contender: the training bars' {spoken_list(found)}, below {level:g}"
     momentum, tail, persistence = (

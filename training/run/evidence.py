@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -65,10 +65,14 @@ class Evidence:
     tail: float | None  # the side a stop guards has the heavier tail (`tail_evidence`)
     persistence: float | None = None  # returns persist over a horizon (`persistence_evidence`)
 
+    def below(self, level: float) -> tuple[str, ...]:
+        """The tests (field names, in field order) that find structure at p below `level`."""
+        values = ((test.name, getattr(self, test.name)) for test in fields(self))
+        return tuple(name for name, p in values if p is not None and p < level)
+
     def shows_structure(self, level: float) -> bool:
         """Whether any test finds structure at p below `level`."""
-        tests = (self.momentum, self.tail, self.persistence)
-        return any(p is not None and p < level for p in tests)
+        return bool(self.below(level))
 
 
 def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
