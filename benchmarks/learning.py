@@ -59,7 +59,8 @@ earlier runs' results into one set of tables, with the targets checked on every 
 seeds (`blocks_table`), for a seed count no one run reaches. `--reselect OUT --out NEW` trains
 nothing either: it keeps, in OUT's synthetic runs, the pass and contender that other selection
 keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.challenger_evidence`,
-`train.hold_margin`, `train.hold_against`, `train.hold_evidence`, `train.policy_margin`) would
+`train.hold_margin`, `train.hold_against`, `train.hold_evidence`, `train.hold_evidence_per`,
+`train.policy_margin`) would
 have kept, and scores them into NEW
 (`reselect`): exact when OUT's runs kept a checkpoint at every validation pass (`--set
 train.checkpoint_every=` the config's `train.eval_every`).
@@ -609,7 +610,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="OUT",
         help="train nothing: what OUT's synthetic runs keep under --set train.select_by, "
         "train.challenger_margin, train.challenger_evidence, train.hold_margin, "
-        "train.hold_against, train.hold_evidence or train.policy_margin, scored into --out",
+        "train.hold_against, train.hold_evidence, train.hold_evidence_per or train.policy_margin, "
+        "scored into --out",
     )
     parser.add_argument(
         "--combine",
@@ -786,6 +788,7 @@ RESELECT_KEYS = (
     "train.hold_margin",
     "train.hold_against",
     "train.hold_evidence",
+    "train.hold_evidence_per",
     "train.policy_margin",
 )
 

@@ -61,6 +61,9 @@ _OVERRIDE_SOURCE = "--set"
 ResampleMethod = Literal["permutation", "bootstrap"]
 SelectBy = Literal["sharpe", "growth"]  # what validation ranks passes and contenders by
 HoldAgainst = Literal["best", "median"]  # which score of the kept policy holding must beat
+# What train.hold_evidence is the level of: each "test" of the training bars, or the "family" of
+# those measured, which share it equally (run/evidence.py, `Evidence.level_per_test`)
+EvidencePer = Literal["test", "family"]
 _DERIVED = {  # keys that once were configured, and where the value comes from now
     "trunk.window": "the trunk reads env.window",
     "trunk.n_features": "the trunk reads the data's feature count",
@@ -272,6 +275,7 @@ class TrainConfig:
     # guards, their returns persisting: run/evidence.py), holding is the prior: the trained
     # policy is kept only when it validates better than holding by policy_margin; None: never
     hold_evidence: float | None = None
+    hold_evidence_per: EvidencePer = "test"  # hold_evidence is each test's level, or the family's
     policy_margin: float = 0.0  # standard errors of holding's score, where holding is the prior
     # What validation keeps (the pass, restart or contender): the best "sharpe", or "growth",
     # annualised log growth (evaluation/selection.py: under a leverage cap a policy that mostly
@@ -658,6 +662,7 @@ _CONTEST_KEYS = (
     "train.hold_margin",
     "train.hold_against",
     "train.hold_evidence",
+    "train.hold_evidence_per",
     "train.policy_margin",
     "train.restarts",
     "train.run_dir",
@@ -670,10 +675,10 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
     (`_CONTEST_KEYS`: `train.challenger`, its margin and evidence, holding's keys
-    (`train.hold_margin`, `hold_against`, `hold_evidence`, `policy_margin`), `train.restarts`,
-    `train.run_dir`): both
-    trainings read the same data through the same env and are compared on the same validation
-    bars. Raises `ConfigError`, one line naming `source`, on any mistake in the overrides.
+    (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`),
+    `train.restarts`, `train.run_dir`): both trainings read the same data through the same env
+    and are compared on the same validation bars. Raises `ConfigError`, one line naming
+    `source`, on any mistake in the overrides.
     """
     raw = config_to_dict(cfg)
     raw["train"].update(_plain(NO_CONTEST))

@@ -177,8 +177,8 @@ def keep_better_contender(
 ) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps, by the contest
     keys of `rules` (`train.challenger_margin`, `challenger_evidence`, `hold_margin`,
-    `hold_against`, `hold_evidence`, `policy_margin`, `select_by`); returns (and writes to
-    `run.contest`) what was compared.
+    `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`, `select_by`);
+    returns (and writes to `run.contest`) what was compared.
 
     The contenders are those of `CONTENDERS` with a folder in `run`, each ranked by its best
     pass's validation score (`select_by`: its Sharpe ratio or its log growth, as the passes
@@ -190,7 +190,8 @@ def keep_better_contender(
     `hold_margin`, the hold contender is kept when its score exceeds that of the one kept so far
     (its best pass's, or with `hold_against` "median" the median of its passes' finite scores)
     by more than `hold_margin` of that one's standard errors; but with `hold_evidence`, where
-    no test of `evidence` finds structure below it (`Evidence.shows_structure`), holding is the
+    no test of `evidence` finds structure below it (`Evidence.shows_structure`; with
+    `hold_evidence_per` "family", below its share, `Evidence.level_per_test`), holding is the
     prior instead: the one kept so far stays only when its best pass's score exceeds holding's
     by more than `policy_margin` of holding's standard errors. A trained contender without a
     finite best pass (it never held a position, or never validated) counts as flat, score 0
@@ -255,10 +256,13 @@ def keep_better_contender(
         choice["hold_against"] = rules.hold_against
         structure = True
         if rules.hold_evidence is not None:
-            choice["hold_evidence_level"] = rules.hold_evidence
+            level = measured.level_per_test(rules.hold_evidence, rules.hold_evidence_per)
+            choice["hold_evidence_level"] = level
+            if rules.hold_evidence_per == "family":
+                choice["hold_evidence_family_level"] = rules.hold_evidence
             for test, (key, _) in EVIDENCE_RECORD.items():
                 choice[key] = getattr(measured, test)
-            structure = measured.shows_structure(rules.hold_evidence)
+            structure = measured.shows_structure(level)
         if structure:
             to_beat = bar(kept, rules.hold_margin or 0.0, rules.hold_against)
             choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
@@ -307,8 +311,8 @@ def format_contest(choice: dict[str, Any]) -> str:
                 than = "the median pass of the policy kept before it"
             rules.append(rule("holding", choice["hold_score_to_beat"], margin, than))
         if "hold_evidence_level" in choice:
-            level = choice["hold_evidence_level"]
-            rules.append(describe_structure(recorded_evidence(choice), level))
+            level, family = choice["hold_evidence_level"], choice.get("hold_evidence_family_level")
+            rules.append(describe_structure(recorded_evidence(choice), level, family))
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"
@@ -345,22 +349,24 @@ def recorded_evidence(choice: Mapping[str, Any]) -> Evidence:
     return Evidence(**{test: choice.get(key) for test, (key, _) in EVIDENCE_RECORD.items()})
 
 
-def describe_structure(evidence: Evidence, level: float) -> str:
-    """What the training bars' `evidence` decided against `level` (`train.hold_evidence`), as a
-    clause: holding was a contender, and which tests found structure below `level`, or holding
-    was the prior, with every p-value."""
+def describe_structure(evidence: Evidence, level: float, family: float | None = None) -> str:
+    """What the training bars' `evidence` decided against `level`, each test's level
+    (`train.hold_evidence`, or with a `family` level, `train.hold_evidence_per: family`, its
+    share), as a clause: holding was a contender, and which tests found structure below
+    `level`, or holding was the prior, with every p-value."""
     found = [
         f"{EVIDENCE_FINDING[test]} at p = {getattr(evidence, test):.3g}"
         for test in evidence.below(level)
     ]
+    below = f"{level:.3g}" if family is None else f"{level:.3g} (the tests' {family:g} shared)"
     if found:
-        return f"holding was a contender: the training bars' {spoken_list(found)}, below {level:g}"
+        return f"holding was a contender: the training bars' {spoken_list(found)}, below {below}"
     momentum, tail, persistence = (
         "not measurable" if p is None else f"p = {p:.3g}"
         for p in (evidence.momentum, evidence.tail, evidence.persistence)
     )
     return (
-        f"holding was the prior: no test of the training bars finds structure below {level:g} "
+        f"holding was the prior: no test of the training bars finds structure below {below} "
         f"(momentum {momentum}, extreme moves {tail}, persistence {persistence})"
     )
 
