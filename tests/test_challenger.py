@@ -237,6 +237,18 @@ def growth_history(growth: float, volatility: float, sharpe: float) -> list[dict
              "score_standard_error": volatility / 2.0}]  # fmt: skip
 
 
+def incumbent_and_hold(root: Path, hold: float) -> RunDir:
+    """A run in `root` whose incumbent validated at log growth 0.30 (volatility 0.20) and whose
+    hold contender at `hold` (volatility 0.18), each with a best model."""
+    run = RunDir(root)
+    for name, entry in (("incumbent", (0.30, 0.20, 1.5)), ("hold", (hold, 0.18, 1.7))):
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(growth_history(*entry)))
+        folder.best_model.write_bytes(f"best {name}".encode())
+    return run
+
+
 @pytest.mark.parametrize(
     ("incumbent", "kept"),
     [
@@ -326,12 +338,7 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
 def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
     tmp_path, evidence, hold, kept, clause
 ):
-    run = RunDir(tmp_path)
-    for name, entry in (("incumbent", (0.30, 0.20, 1.5)), ("hold", (hold, 0.18, 1.7))):
-        folder = run.contender(name)
-        folder.root.mkdir()
-        folder.validation_history.write_text(json.dumps(growth_history(*entry)))
-        folder.best_model.write_bytes(f"best {name}".encode())
+    run = incumbent_and_hold(tmp_path, hold)
     keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
     choice = keep_better_contender(run, rules(select_by="growth", **keys), evidence)
     assert choice["kept"] == kept
@@ -351,6 +358,30 @@ def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
         assert choice["hold_score_to_beat"] == pytest.approx(0.40)
     unread = keep_better_contender(run, rules(select_by="growth", hold_margin=1.0), evidence)
     assert "hold_evidence_level" not in unread and "prior" not in format_contest(unread)
+
+
+@pytest.mark.parametrize(
+    ("per", "kept", "clause"),
+    [
+        ("test", "incumbent", "holding was a contender: the training bars' returns persist at "
+         "p = 0.05, below 0.1"),
+        ("family", "hold", "holding was the prior: no test of the training bars finds "
+         "structure below 0.0333 (the tests' 0.1 shared) (momentum p = 0.4, extreme moves "
+         "p = 0.5, persistence p = 0.05)"),
+    ],
+)  # fmt: skip
+def test_a_family_level_shares_holdings_evidence_among_the_tests(tmp_path, per, kept, clause):
+    run = incumbent_and_hold(tmp_path, 0.30)
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
+    evidence = Evidence(0.4, 0.5, 0.05)
+    choice = keep_better_contender(
+        run, rules(select_by="growth", hold_evidence_per=per, **keys), evidence
+    )
+    assert choice["kept"] == kept
+    assert choice["hold_evidence_level"] == pytest.approx(0.1 if per == "test" else 0.1 / 3)
+    assert choice.get("hold_evidence_family_level") == (0.1 if per == "family" else None)
+    assert clause in format_contest(choice)
+    assert_adopted(run, run.contender(kept))
 
 
 def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
@@ -406,6 +437,8 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
             "train.policy_margin: expected a number",
         ),
         (['train.challenger=["train.policy_margin=1"]'], "other than train.challenger"),
+        (["train.hold_evidence_per=all"], "train.hold_evidence_per: expected one of"),
+        (['train.challenger=["train.hold_evidence_per=family"]'], "other than train.challenger"),
     ],
 )
 def test_a_bad_contest_is_one_line_naming_the_key(overrides, message):

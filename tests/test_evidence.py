@@ -168,3 +168,26 @@ def test_the_variance_ratio_test_pools_ranges_and_skips_short_ones():
 )
 def test_structure_is_any_test_below_the_level(momentum, tail, persistence, structure):
     assert Evidence(momentum, tail, persistence).shows_structure(0.1) == structure
+
+
+@pytest.mark.parametrize(
+    ("evidence", "per", "level"),
+    [
+        (Evidence(0.5, 0.5, 0.5), "test", 0.1),
+        (Evidence(0.5, 0.5, 0.5), "family", 0.1 / 3),  # three tests share it
+        (Evidence(0.5, None, 0.5), "family", 0.05),  # only those measured
+        (Evidence(None, None, None), "family", 0.1),  # none: nothing to share
+    ],
+)
+def test_a_family_level_is_shared_among_the_tests_measured(evidence, per, level):
+    assert evidence.level_per_test(0.1, per) == pytest.approx(level)
+
+
+def test_a_family_level_finds_structure_on_noise_about_as_often_as_it_says():
+    # Three independent uniform p-values a range, as the tests give on bars with no structure:
+    # each at 0.1 finds some on 1 - 0.9^3 = 27% of ranges, the family at 0.1 on at most 10%.
+    p_values = np.random.default_rng(0).uniform(size=(4000, 3))
+    for per, share in (("test", 0.271), ("family", 0.098)):
+        found = [Evidence(*map(float, ps)) for ps in p_values]
+        rate = np.mean([e.shows_structure(e.level_per_test(0.1, per)) for e in found])
+        assert rate == pytest.approx(share, abs=0.015)
