@@ -36,7 +36,9 @@ from training.evaluation.portfolio import (
     write_reports,
 )
 from training.evaluation.validation import (
+    describe_pass,
     generalization_summary,
+    never_beat_flat,
     read_validation_history,
     validate,
 )
@@ -163,7 +165,7 @@ def train(
     # The model `python -m training.backtest --model RUN_DIR` reads: best_model, else final_model.
     policy = load_model(run.root).policy
     results = {name: backtest(policy, env) for name, env in test_envs.items()}
-    print(f"\n{generalization_summary(read_validation_history(run))}")
+    print(f"\n{generalization_report(run, cfg)}")
     if not results:
         print("no instrument has enough test bars: no test backtest")
         return _outputs(run, None, cfg)
@@ -175,6 +177,33 @@ def train(
               f"{instruments_table(results)}")  # fmt: skip
     print(f"\n{format_next_orders(results)}")
     return _outputs(run, report, cfg)
+
+
+def generalization_report(run: RunDir, cfg: RunConfig) -> str:
+    """The end of training's view of the gap: `generalization_summary` of the run's model, or in
+    a contest of each trained contender (the kept one marked; holding trains nothing, so where
+    it is kept it has no gap to show), then `never_beat_flat` of the model the run kept."""
+    kept_history = read_validation_history(run)
+    if not cfg.train.contested:
+        lines = [generalization_summary(kept_history)]
+    else:
+        kept = json.loads(run.contest.read_text())["kept"]
+        lines = [
+            generalization_summary(
+                read_validation_history(run.contender(name)),
+                f"{name} (kept)" if name == kept else name,
+                f"{run.contender(name).validation_history.relative_to(run.root)}",
+            )
+            for name in TRAINED
+            if run.contender(name).root.is_dir()
+        ]
+        if kept == "hold" and kept_history:
+            lines.append(
+                f"the run keeps holding, which trains nothing and has no gap: "
+                f"{describe_pass(kept_history[0])}"
+            )
+    warning = never_beat_flat(kept_history)
+    return "\n".join(lines + ([f"  {warning}"] if warning else []))
 
 
 def learn(

@@ -113,41 +113,56 @@ def passes_since_best(run: RunDir) -> int:
     return len(history) - (0 if best is None else best + 1)
 
 
-def generalization_summary(history: list[dict[str, Any]]) -> str:
-    """Lines for the end of training: the chosen pass and the last one, with their gaps.
-
-    Says plainly when no validation pass beat staying flat (a return above 0%): then the test
-    figures printed after it are no evidence of skill, whatever they show.
-    """
+def generalization_summary(
+    history: list[dict[str, Any]], who: str = "", where: str = "validation.json"
+) -> str:
+    """Lines for the end of training: the chosen pass of `history` (the best, as `best_pass`
+    ranks them) and the last one, each with its training episodes' Sharpe and the gap to its
+    validation Sharpe; headed by `who` (the policy's name, e.g. a contender's) and `where` the
+    history was read from."""
+    of = f" of the {who}" if who else ""
     if not history:
-        return "generalization: no validation pass, so the gap is unknown"
-
+        return f"generalization{of}: no validation pass, so the gap is unknown"
     best = best_pass(history)
     chosen = history[0 if best is None else best]
+    passes = "1 validation pass" if len(history) == 1 else f"{len(history)} validation passes"
+    return "\n".join(
+        [
+            f"generalization{of} over {passes} ({where}):",
+            f"  chosen pass  {chosen['timesteps']:,} timesteps: {describe_pass(chosen)}",
+            f"  last pass    {history[-1]['timesteps']:,} timesteps: {describe_pass(history[-1])}",
+        ]
+    )
 
-    def describe(entry: dict[str, Any]) -> str:
-        train, gap = entry.get("train_episode_sharpe"), entry.get("generalization_gap")
-        text = (
-            f"{entry['timesteps']:,} timesteps: validation Sharpe {_number(entry.get('sharpe'))}, "
-            f"return {_number(entry.get('total_return_pct'))}%"
-        )
-        if train is not None and math.isfinite(train):
-            text += f"; training episodes' Sharpe {_number(train)}, gap {_number(gap)}"
-        return text
 
-    lines = [
-        f"generalization over {len(history)} validation passes (validation.json):",
-        f"  chosen model  {describe(chosen)}",
-        f"  last pass     {describe(history[-1])}",
-    ]
-    returns = [e.get("total_return_pct") for e in history]
+def describe_pass(entry: dict[str, Any]) -> str:
+    """A validation pass's Sharpe and return, and where it has them, its training episodes'
+    Sharpe and the generalization gap."""
+    train, gap = entry.get("train_episode_sharpe"), entry.get("generalization_gap")
+    text = (
+        f"validation Sharpe {_number(entry.get('sharpe'))}, "
+        f"return {_number(entry.get('total_return_pct'))}%"
+    )
+    if train is not None and math.isfinite(train):
+        text += f"; training episodes' Sharpe {_number(train)}, gap {_number(gap)}"
+    return text
+
+
+def never_beat_flat(history: list[dict[str, Any]]) -> str | None:
+    """The plain warning that no pass of `history` beat staying flat (a return above 0%), so
+    the test figures of the model it chose are no evidence of skill; None where one did, or
+    where there was no pass."""
+    if not history:
+        return None
+    returns = [entry.get("total_return_pct") for entry in history]
     best_return = max((r for r in returns if r is not None), default=None)
-    if best_return is None or best_return <= 0:
-        lines.append(
-            f"  validation never beat flat: the best of {len(history)} passes returned "
-            f"{_number(best_return)}%; the test figures below are no evidence of skill"
-        )
-    return "\n".join(lines)
+    if best_return is not None and best_return > 0:
+        return None
+    best = "its one pass" if len(history) == 1 else f"the best of {len(history)} passes"
+    return (
+        f"validation never beat flat: {best} returned {_number(best_return)}%; the test "
+        "figures below are no evidence of skill"
+    )
 
 
 def _number(value: float | None) -> str:
