@@ -366,7 +366,7 @@ def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
         ("test", "incumbent", "holding was a contender: the training bars' returns persist at "
          "p = 0.05, below 0.1"),
         ("family", "hold", "holding was the prior: no test of the training bars finds "
-         "structure below 0.0333 (the tests' 0.1 shared) (momentum p = 0.4, extreme moves "
+         "structure below 0.1 / 3 = 0.0333 (momentum p = 0.4, extreme moves "
          "p = 0.5, persistence p = 0.05)"),
     ],
 )  # fmt: skip

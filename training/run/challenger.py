@@ -358,7 +358,9 @@ def describe_structure(evidence: Evidence, level: float, family: float | None = 
         f"{EVIDENCE_FINDING[test]} at p = {getattr(evidence, test):.3g}"
         for test in evidence.below(level)
     ]
-    below = f"{level:.3g}" if family is None else f"{level:.3g} (the tests' {family:g} shared)"
+    below = (
+        f"{level:.3g}" if family is None else f"{family:g} / {round(family / level)} = {level:.3g}"
+    )
     if found:
         return f"holding was a contender: the training bars' {spoken_list(found)}, below {below}"
     momentum, tail, persistence = (
