@@ -60,10 +60,9 @@ seeds (`blocks_table`), for a seed count no one run reaches. `--reselect OUT --o
 nothing either: it keeps, in OUT's synthetic runs, the pass and contender that other selection
 keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.challenger_evidence`,
 `train.hold_margin`, `train.hold_against`, `train.hold_evidence`, `train.hold_evidence_per`,
-`train.policy_margin`) would
-have kept, and scores them into NEW
-(`reselect`): exact when OUT's runs kept a checkpoint at every validation pass (`--set
-train.checkpoint_every=` the config's `train.eval_every`).
+`train.policy_margin`) would have kept, and scores them into NEW (`reselect`): exact when OUT's
+runs kept a checkpoint at every validation pass (`--set train.checkpoint_every=` the config's
+`train.eval_every`).
 """
 
 from __future__ import annotations
@@ -122,6 +121,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
     from training.config import load_config
     from training.evaluation.selection import best_pass
     from training.evaluation.validation import read_validation_history
+    from training.run.challenger import read_contest
     from training.run.data import RunData
     from training.run.folder import RunDir
     from training.train import train
@@ -168,7 +168,7 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "restart_kept": json.loads(run.restart_choice.read_text())["kept"]
         if run.restart_choice.is_file()
         else 1,
-        **contest_fields(json.loads(run.contest.read_text()) if run.contest.is_file() else None),
+        **contest_fields(read_contest(run)),
         "growth_training_bars": training_bars_growth(series.market, splits.train),
         **estimated,
         **scores,

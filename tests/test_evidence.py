@@ -187,7 +187,7 @@ def test_a_family_level_finds_structure_on_noise_about_as_often_as_it_says():
     # Three independent uniform p-values a range, as the tests give on bars with no structure:
     # each at 0.1 finds some on 1 - 0.9^3 = 27% of ranges, the family at 0.1 on at most 10%.
     p_values = np.random.default_rng(0).uniform(size=(4000, 3))
+    found = [Evidence(*map(float, ps)) for ps in p_values]
     for per, share in (("test", 0.271), ("family", 0.098)):
-        found = [Evidence(*map(float, ps)) for ps in p_values]
         rate = np.mean([e.shows_structure(e.level_per_test(0.1, per)) for e in found])
         assert rate == pytest.approx(share, abs=0.015)

@@ -6,7 +6,6 @@ Reads top to bottom: config -> data -> envs -> model -> learn -> save -> backtes
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +58,7 @@ from training.run.challenger import (
     keep_better_contender,
     log_contest,
     prepare_hold,
+    read_contest,
     spoken_list,
 )
 from training.run.data import RunData, instrument_name, with_bars_per_year
@@ -187,12 +187,12 @@ def generalization_report(run: RunDir, cfg: RunConfig) -> str:
     if not cfg.train.contested:
         lines = [generalization_summary(kept_history)]
     else:
-        kept = json.loads(run.contest.read_text())["kept"]
+        kept = (read_contest(run) or {}).get("kept")
         lines = [
             generalization_summary(
                 read_validation_history(run.contender(name)),
                 f"{name} (kept)" if name == kept else name,
-                f"{run.contender(name).validation_history.relative_to(run.root)}",
+                str(run.contender(name).validation_history.relative_to(run.root)),
             )
             for name in TRAINED
             if run.contender(name).root.is_dir()
@@ -318,7 +318,7 @@ def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path
     model = run.best_model if run.best_model.is_file() else run.final_model
     if cfg.train.contested:
         names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
-        kept = json.loads(run.contest.read_text())["kept"] if run.contest.is_file() else None
+        kept = (read_contest(run) or {}).get("kept")
         outputs = {
             f"model (the contest kept the {kept})" if kept else "model": model,
             f"{spoken_list(names)} compared": run.contest,

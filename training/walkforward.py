@@ -57,6 +57,7 @@ from training.evaluation.walkforward import (
     trade_through,
 )
 from training.run.atomic import write_json_atomic
+from training.run.challenger import read_contest
 from training.run.data import RunData, instrument_name, load_run_markets, with_bars_per_year
 from training.run.folder import ModelError, RunDir, load_model
 from training.train import train
@@ -129,8 +130,8 @@ def walk_forward(
         }
         report: dict[str, Any] = {"fold": k + 1, **span, "metrics": metrics}
         kept = ""
-        if fold.contest.is_file():  # a contest: which contender the fold kept
-            report["contender_kept"] = json.loads(fold.contest.read_text())["kept"]
+        if (contest := read_contest(fold)) is not None:  # which contender the fold kept
+            report["contender_kept"] = contest["kept"]
             kept = f" (kept the {report['contender_kept']})"
         reports.append(report)
         print(f"\nfold {k + 1}/{folds}: " + ", ".join(

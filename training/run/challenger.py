@@ -78,6 +78,7 @@ in TensorBoard.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -341,6 +342,12 @@ def describe_evidence(p_value: float | None, level: float, admitted: str, refuse
         f"{admitted if admits else refused}: the training bars' momentum predicts the next "
         f"decision's return at p = {p_value:.3g}, {relation} {level:g}"
     )
+
+
+def read_contest(run: RunDir) -> dict[str, Any] | None:
+    """What `keep_better_contender` recorded in `run` (`run.contest`), or None where the run
+    held no contest."""
+    return json.loads(run.contest.read_text()) if run.contest.is_file() else None
 
 
 def recorded_evidence(choice: Mapping[str, Any]) -> Evidence:
