@@ -47,7 +47,7 @@ Usage:
         [--seeds 0 1 2 3 4] [--kinds trend_regimes ...] [--timesteps N] [--jobs 2]
         [--out runs/learning-<time>] [--real] [--folds 3] [--configs-tried N] [--fresh-series 8]
     python benchmarks/learning.py --combine OUT [OUT ...]
-    python benchmarks/learning.py --reselect OUT [--set train.select_by=growth ...] --out NEW
+    python benchmarks/learning.py --reselect OUT [--from OTHER ...] [--set k=v ...] --out NEW
 
 `--quick` (a few minutes on 2 cores): 2 seeds, 40k timesteps, a short real walk-forward. With
 `--timesteps` (or `--quick`) the config's validation schedule is fitted to the shorter run: ten
@@ -57,12 +57,14 @@ nothing: it scores the agents an earlier run saved in OUT on `--fresh-series` fr
 the estimated ceiling again. `--combine OUT [OUT ...]` trains and writes nothing: it pools
 earlier runs' results into one set of tables, with the targets checked on every block of ten
 seeds (`blocks_table`), for a seed count no one run reaches. `--reselect OUT --out NEW` trains
-nothing either: it keeps, in OUT's synthetic runs, the pass and contender that other selection
-keys (`--set` of `train.select_by`, `train.challenger_margin`, `train.challenger_evidence`,
-`train.hold_margin`, `train.hold_against`, `train.hold_evidence`, `train.hold_evidence_per`,
-`train.policy_margin`) would have kept, and scores them into NEW (`reselect`): exact when OUT's
-runs kept a checkpoint at every validation pass (`--set train.checkpoint_every=` the config's
-`train.eval_every`).
+nothing either: it keeps, in OUT's synthetic runs, the pass and contender that another config
+(`--set`) would have kept, and scores them into NEW (`reselect`). Other selection keys
+(`SELECTION_KEYS`: `train.select_by`, the contest's margins, evidence levels and prior) need
+only OUT; a contest of contenders that other runs trained (`train.challenger` on other
+overrides, an incumbent on other training keys) takes each from the `--from OTHER` report whose
+run of the same kind and seed trained it under the same config. Exact when those runs kept a
+checkpoint at every validation pass (`--set train.checkpoint_every=` the config's
+`train.eval_every`), or where no contender's best pass changes.
 """
 
 from __future__ import annotations
@@ -608,10 +610,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--reselect",
         type=Path,
         metavar="OUT",
-        help="train nothing: what OUT's synthetic runs keep under --set train.select_by, "
-        "train.challenger_margin, train.challenger_evidence, train.hold_margin, "
-        "train.hold_against, train.hold_evidence, train.hold_evidence_per or train.policy_margin, "
-        "scored into --out",
+        help="train nothing: what OUT's synthetic runs keep under --set (selection keys, "
+        "train.challenger, or training keys some --from report's runs trained with), scored "
+        "into --out",
+    )
+    parser.add_argument(
+        "--from",
+        dest="sources",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="OTHER",
+        help="with --reselect: earlier runs of the same kinds and seeds whose contenders the "
+        "contest may take",
     )
     parser.add_argument(
         "--combine",
@@ -660,7 +671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         n_fresh = FRESH_SERIES if args.fresh_series is None else args.fresh_series
         try:
-            return reselect(args.reselect, args.out, args.overrides, args.jobs, n_fresh)
+            return reselect(
+                args.reselect, args.out, args.overrides, args.jobs, n_fresh, args.sources
+            )
         except ReselectError as error:
             print(f"benchmarks/learning.py: {error}", file=sys.stderr)
             return 2
@@ -781,7 +794,10 @@ def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
     }
 
 
-RESELECT_KEYS = (
+# The keys that only choose among what a run trained (which validation pass, which contender),
+# never how it trains: a run under other values of them trains to the bit as it did (but
+# `train.select_by` where `train.patience` stops training by it)
+SELECTION_KEYS = (
     "train.select_by",
     "train.challenger_margin",
     "train.challenger_evidence",
@@ -797,40 +813,63 @@ class ReselectError(ValueError):
     """An earlier run that `--reselect` cannot judge (one line: what, and what to do)."""
 
 
-def reselect(out: Path, new_out: Path, overrides: Sequence[str], jobs: int, n_fresh: int) -> int:
-    """Train nothing: keep, in every synthetic run of ``<out>/learning.json``, the validation
-    pass and contender that `overrides` of `RESELECT_KEYS` would have kept, and score them as the
-    run scored its own; write the results to ``<new_out>/learning.json`` and print them.
+def reselect(
+    out: Path,
+    new_out: Path,
+    overrides: Sequence[str],
+    jobs: int,
+    n_fresh: int,
+    sources: Sequence[Path] = (),
+) -> int:
+    """Train nothing: hold every synthetic run of ``<out>/learning.json`` again as the run's
+    config with `overrides` would have held it, from contenders trained already, and score what
+    it keeps as the run scored its own; write the results to ``<new_out>/learning.json`` and
+    print them.
 
-    Exact, since what validation keeps never feeds back into training (without
-    `train.patience`): a run under the new keys trains to the bit as the earlier one did. A
-    contender whose best pass changes needs that pass's checkpoint (`--set
-    train.checkpoint_every=` the run's `train.eval_every` keeps one at every pass); a margin alone
-    (the same `train.select_by`) changes no contender's best pass, so it needs none. With the
-    earlier keys it gives the earlier results back.
+    Each contender the new config trains or builds (`contest_configs`; the run itself where it
+    holds no contest) is taken from the first run of the same kind and seed, in `out` and then
+    in the reports of `sources`, that has one trained under the same config, the keys of
+    `SELECTION_KEYS`, the contest's (`train.challenger`) and the folder aside (`_trains_as`):
+    other selection keys need only `out`; a contest whose contenders several configs trained
+    (a challenger on other overrides, an incumbent on other training keys) takes each from the
+    report whose runs trained it. Exact, since what validation keeps never feeds back into
+    training (without `train.patience`) and a run trains to the bit alike on one machine: the
+    new config would train each contender as the run it is taken from did. A contender whose
+    best pass changes needs that pass's checkpoint (`--set train.checkpoint_every=` the run's
+    `train.eval_every` keeps one at every pass); a margin alone (the same `train.select_by`)
+    changes no contender's best pass, so it needs none. With the earlier config it gives the
+    earlier results back. Raises `ReselectError` (one line) where a contender was never trained
+    as the new config trains it, before anything is written.
     """
-    wrong = [item for item in overrides if item.split("=", 1)[0] not in RESELECT_KEYS]
-    if wrong:
-        raise ReselectError(
-            f"--reselect: {', '.join(wrong)}: only {', '.join(RESELECT_KEYS)} change what a "
-            "trained run keeps"
-        )
+    from training.config import ConfigError, load_config
+
     report = json.loads((out / "learning.json").read_text())
     if new_out.exists():
         raise ReselectError(f"--out {new_out}: already exists; pass a new folder")
     results = report["synthetic"]
-    if results:  # a value the config refuses: one line here, not a traceback from a worker
-        from training.config import ConfigError, load_config
-        from training.run.folder import RunDir
-
+    trained: dict[tuple[str, int], list[str]] = {}
+    for path in [out, *sources]:
         try:
-            load_config(RunDir(Path(results[0]["run"])).config, list(overrides))
+            runs = json.loads((path / "learning.json").read_text())["synthetic"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ReselectError(f"--from {path}: no benchmark results ({error})") from None
+        for run in runs:
+            trained.setdefault((run["kind"], run["seed"]), []).append(run["run"])
+    plans = []
+    for result in results:
+        run = Path(result["run"])
+        try:  # a value the config refuses: one line here, not a traceback from a worker
+            cfg = load_config(run / "config.yaml", list(overrides))
         except ConfigError as error:
             raise ReselectError(str(error)) from None
+        plans.append(_reselect_plan(cfg, result, trained[(result["kind"], result["seed"])]))
     new_out.mkdir(parents=True)
     print(f"reselecting {len(results)} runs of {out} with {' '.join(overrides)} -> {new_out}")
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-        args = [(r, str(new_out), tuple(overrides), n_fresh) for r in results]
+        args = [
+            (r, str(new_out), tuple(overrides), n_fresh, plan)
+            for r, plan in zip(results, plans, strict=True)
+        ]
         reselected = list(pool.map(_reselect_run, args))
     for old, new in zip(results, reselected, strict=True):
         print(f"  {old['kind']:<19} seed {old['seed']}: kept {old['contender_kept']} at "
@@ -840,7 +879,7 @@ def reselect(out: Path, new_out: Path, overrides: Sequence[str], jobs: int, n_fr
     new_report = {
         **report,
         "command": " ".join(sys.argv),
-        "reselected_from": str(out),
+        "reselected_from": [str(out), *map(str, sources)],
         "overrides": [*report["overrides"], *overrides],
         "synthetic": reselected,
         "real": [],
@@ -848,38 +887,93 @@ def reselect(out: Path, new_out: Path, overrides: Sequence[str], jobs: int, n_fr
     return write_and_print(new_report, new_out / "learning.json")
 
 
-def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dict[str, Any]:
-    """One run of `reselect`: its folder rebuilt under the new keys in `<new_out>/synthetic/`
-    (each contender's history rescored, its kept pass's checkpoint as its best model, the
-    contest held again), backtested on the tail and scored as `run_synthetic` scores."""
+def _trains_as(cfg: Any) -> dict[str, Any]:
+    """`cfg` as far as it decides what a run trains: without its folder, its contest
+    (`train.challenger`) and the keys of `SELECTION_KEYS` (but `train.select_by` where
+    `train.patience` stops training by it)."""
+    from training.config import config_to_dict
+
+    ignored = {"run_dir", "challenger", *(key.split(".", 1)[1] for key in SELECTION_KEYS)}
+    if cfg.train.patience:
+        ignored.discard("select_by")
+    raw = config_to_dict(cfg)
+    raw["train"] = {key: value for key, value in raw["train"].items() if key not in ignored}
+    return raw
+
+
+def _reselect_plan(cfg: Any, result: dict[str, Any], runs: Sequence[str]) -> dict[str, str]:
+    """Where each contender of `cfg`'s run of `result` comes from: the name of each contender
+    of `contest_configs` (or "" for the run itself, where `cfg` holds no contest) and the
+    folder of the first of `runs` (earlier runs of the same kind and seed) that trained one as
+    `cfg` trains it (`_trains_as`): a trained contender of theirs (or the run itself where it
+    held no contest) for a trained one, a hold contender for the hold contender (built from the
+    same config as the incumbent, never trained). Raises `ReselectError` naming the first
+    contender none of `runs` has."""
+    from training.config import load_config
+    from training.run.challenger import TRAINED, contest_configs
+    from training.run.folder import RunDir
+
+    wanted = contest_configs(cfg, RunDir(Path(result["run"]))) if cfg.train.contested else {"": cfg}
+    candidates: dict[bool, list[Any]] = {True: [], False: []}  # built: the hold contenders
+    for root in map(RunDir, map(Path, runs)):
+        trained = [root.contender(name) for name in TRAINED if root.contender(name).root.is_dir()]
+        held = root.contender("hold")
+        candidates[False] += trained or ([] if held.root.is_dir() else [root])
+        candidates[True] += [held] if held.root.is_dir() else []
+    trains_as = {
+        folder.root: _trains_as(load_config(folder.config))
+        for folders in candidates.values()
+        for folder in folders
+    }
+    plan = {}
+    for name, wanted_cfg in wanted.items():
+        target = _trains_as(wanted_cfg)
+        found = [f for f in candidates[name == "hold"] if trains_as[f.root] == target]
+        if not found:
+            raise ReselectError(
+                f"--reselect: {result['kind']} seed {result['seed']}: no run of the reports "
+                f"given trained its {name or 'policy'} as this config does (only the keys "
+                f"{', '.join(SELECTION_KEYS)} and train.challenger may differ from a trained "
+                "contender's); pass the report whose run trained it with --from"
+            )
+        plan[name] = str(found[0].root)
+    return plan
+
+
+def _reselect_run(
+    args: tuple[dict[str, Any], str, tuple[str, ...], int, dict[str, str]],
+) -> dict[str, Any]:
+    """One run of `reselect`: its folder rebuilt under the new config in `<new_out>/synthetic/`
+    from the folders of its `_reselect_plan` (each contender's history rescored, its kept pass's
+    checkpoint as its best model, the contest held again), backtested on the tail and scored as
+    `run_synthetic` scores."""
     import torch
 
     from training.config import load_config, save_config
     from training.evaluation.backtest import backtest, evaluation_env, write_report
     from training.evaluation.selection import best_pass
-    from training.run.challenger import CONTENDERS, contest_evidence, keep_better_contender
+    from training.run.challenger import contest_configs, contest_evidence, keep_better_contender
     from training.run.data import RunData
     from training.run.folder import RunDir, load_model
 
     torch.set_num_threads(1)
-    result, new_out, overrides, n_fresh = args
+    result, new_out, overrides, n_fresh, plan = args
     run = RunDir(Path(result["run"]))
     cfg = load_config(run.config, list(overrides))
     copy = RunDir(Path(new_out) / "synthetic" / run.root.name)
     copy.root.mkdir(parents=True)
-    save_config(cfg, copy.config)
     shutil.copy(run.splits, copy.splits)
-    contenders = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
     select_by = cfg.train.select_by
     kind, seed = result["kind"], result["seed"]
     series, split = synthetic_series(kind, seed)
-    if contenders:
-        for name in contenders:
-            _keep_pass(run.contender(name), copy.contender(name), select_by)
+    save_config(cfg, copy.config)
+    if cfg.train.contested:
+        for name, part_cfg in contest_configs(cfg, copy).items():
+            _keep_pass(RunDir(Path(plan[name])), copy.contender(name), part_cfg, select_by)
         training = RunData((series.market,), split).ranges("train", 1, cfg.env.window)
         choice = keep_better_contender(copy, cfg.train, contest_evidence(cfg, training))
     else:
-        _keep_pass(run, copy, select_by)
+        _keep_pass(RunDir(Path(plan[""])), copy, cfg, select_by)
         choice = None
     tail = split.splits[0].test
     tested = backtest(load_model(copy.root).policy, evaluation_env(series.market, cfg.env, tail))
@@ -897,16 +991,17 @@ def _reselect_run(args: tuple[dict[str, Any], str, tuple[str, ...], int]) -> dic
     }  # fmt: skip
 
 
-def _keep_pass(source: Any, target: Any, select_by: str) -> None:
-    """`source`'s run folder as `target`, had it kept its passes by `select_by`: the history
-    rescored, the final model, and as the best model that of the best pass: the run's own best
-    model where `select_by` keeps the pass the run kept, else the pass's checkpoint (a hold
-    contender's, validated at 0 timesteps, is its final model)."""
+def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:
+    """`source`'s run folder as `target`, run under `config` (written there), had it kept its
+    passes by `select_by`: the history rescored, the final model, and as the best model that of
+    the best pass: the run's own best model where `select_by` keeps the pass the run kept, else
+    the pass's checkpoint (a hold contender's, validated at 0 timesteps, is its final model)."""
+    from training.config import save_config
     from training.evaluation.selection import best_pass, validation_score
     from training.run.atomic import write_json_atomic
 
     target.root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(source.config, target.config)
+    save_config(config, target.config)
     shutil.copy(source.final_model, target.final_model)
     history = json.loads(source.validation_history.read_text())
     kept_before = best_pass(history)  # under the run's own scores

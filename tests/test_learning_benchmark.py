@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -441,6 +442,56 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     done = benchmark(
         "--reselect", str(trained), "--set", "ppo.gamma=0.9", "--out", str(tmp_path / "x")
     )
-    assert done.returncode == 2 and "only train.select_by" in done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "random_walk seed 0: no run of the reports given trained its incumbent" in done.stderr
+    assert not (tmp_path / "x").exists()
     done = benchmark("--reselect", str(trained), "--out", str(growth))
     assert done.returncode == 2 and "already exists" in done.stderr
+
+
+def test_reselect_takes_each_contender_from_the_run_that_trained_it(tmp_path: Path) -> None:
+    """A contest of contenders two runs trained: the incumbent on drift-free copies (and the
+    hold contender of that config) from one, the challenger from the other."""
+
+    def benchmark(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+    tiny = ("--quick", "--kinds", "random_walk", "--seeds", "0", "--timesteps", "2048",
+            "--fresh-series", "0", "--jobs", "1")  # fmt: skip
+    plain, drift_free = tmp_path / "plain", tmp_path / "drift_free"
+    done = benchmark(*tiny, "--out", str(plain))
+    assert done.returncode == 0, done.stderr
+    done = benchmark(*tiny, "--set", "train.resample_detrend=1", "--set", "train.challenger=[]",
+                     "--out", str(drift_free))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    mixed = ("--reselect", str(plain), "--set", "train.resample_detrend=1", "--set",
+             'train.challenger=["train.direction_outcomes=0.2", "train.resample_detrend=0"]',
+             "--fresh-series", "0", "--jobs", "1")  # fmt: skip
+
+    # Neither run alone trained both: the incumbent is nowhere in `plain`, and nothing is written.
+    done = benchmark(*mixed, "--out", str(tmp_path / "alone"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "trained its incumbent as this config does" in done.stderr and "--from" in done.stderr
+    assert not (tmp_path / "alone").exists()
+
+    done = benchmark(*mixed, "--from", str(drift_free), "--out", str(tmp_path / "mixed"))
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads((tmp_path / "mixed" / "learning.json").read_text())["synthetic"]
+    run = Path(result["run"])
+    (source,) = json.loads((plain / "learning.json").read_text())["synthetic"]
+    (other,) = json.loads((drift_free / "learning.json").read_text())["synthetic"]
+    takes = {"incumbent": Path(other["run"]), "hold": Path(other["run"]),
+             "challenger": Path(source["run"])}  # fmt: skip
+    for contender, origin in takes.items():
+        kept = run / contender / "best_model.safetensors"
+        assert _weights(kept) == _weights(origin / contender / "best_model.safetensors")
+        written = yaml.safe_load((run / contender / "config.yaml").read_text())
+        assert written["train"]["resample_detrend"] == (0.0 if contender == "challenger" else 1.0)
+    contest = json.loads((run / "challenger.json").read_text())
+    assert contest["kept"] == result["contender_kept"]
+    assert [row["contender"] for row in contest["contenders"]] == [
+        "incumbent",
+        "challenger",
+        "hold",
+    ]

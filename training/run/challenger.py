@@ -131,6 +131,16 @@ def contender_configs(cfg: RunConfig, run: RunDir) -> dict[str, RunConfig]:
     return configs
 
 
+def contest_configs(cfg: RunConfig, run: RunDir) -> dict[str, RunConfig]:
+    """The config of every contender `cfg`'s contest trains or builds in `run`, by name: those of
+    `contender_configs` and, with `train.hold_margin`, the hold contender's (`cfg` without its
+    contest, in `<run>/hold/`, as `prepare_hold` writes it)."""
+    configs = contender_configs(cfg, run)
+    if cfg.train.hold_margin is not None:
+        configs["hold"] = _in_folder(cfg, run.contender("hold"))
+    return configs
+
+
 def prepare_hold(cfg: RunConfig, run: RunDir, validation_envs: Mapping[str, TradingEnv]) -> bool:
     """Write `run`'s hold contender to `<run>/hold/`: the policy of `cfg`'s architecture that
     always chooses `cfg.env.hold_action` (its final model, 0 timesteps), its config and splits,
