@@ -57,8 +57,9 @@ nothing: it scores the agents an earlier run saved in OUT on `--fresh-series` fr
 the estimated ceiling again. `--combine OUT [OUT ...]` trains and writes nothing: it pools
 earlier runs' results into one set of tables, with the targets checked on every block of ten
 seeds (`blocks_table`), for a seed count no one run reaches. `--reselect OUT --out NEW` trains
-nothing either: it keeps, in OUT's synthetic runs, the pass and contender that another config
-(`--set`) would have kept, and scores them into NEW (`reselect`). Other selection keys
+nothing either: it keeps, in OUT's synthetic runs and in every fold of its walk-forwards, the
+pass and contender that another config (`--set`) would have kept, and scores them into NEW
+(`reselect`; a walk-forward's folds are traded through again). Other selection keys
 (`SELECTION_KEYS`: `train.select_by`, the contest's margins, evidence levels and prior) need
 only OUT; a contest of contenders that other runs trained (`train.challenger` on other
 overrides, an incumbent on other training keys) takes each from the `--from OTHER` report whose
@@ -537,12 +538,19 @@ def run_real(job: RealJob) -> dict[str, Any]:
         run, report = walk_forward(
             cfg, job.folds, Path(job.out) / f"seed{job.seed}", job.configs_tried
         )
+    return real_figures(job.seed, run.root, report, time.perf_counter() - started)
+
+
+def real_figures(seed: int, run: Path, report: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The figures of one seed's walk-forward (`run`, its walkforward.json data `report`) that
+    the benchmark reports: the combined accounts against the baselines, each instrument's and
+    each fold's Sharpe."""
     agent, hold = report["aggregate"]["agent"], report["aggregate"]["buy_and_hold"]
     sized = report["aggregate"].get("sized_hold", {})  # only with `env.volatility_target`
     return {
-        "seed": job.seed,
-        "run": str(run.root),
-        "seconds": time.perf_counter() - started,
+        "seed": seed,
+        "run": str(run),
+        "seconds": seconds,
         "sharpe": finite(agent["sharpe"]),
         "sharpe_buy_and_hold": finite(hold["sharpe"]),
         "sharpe_minus_buy_and_hold": finite(agent["sharpe"]) - finite(hold["sharpe"]),
@@ -821,10 +829,12 @@ def reselect(
     n_fresh: int,
     sources: Sequence[Path] = (),
 ) -> int:
-    """Train nothing: hold every synthetic run of ``<out>/learning.json`` again as the run's
-    config with `overrides` would have held it, from contenders trained already, and score what
-    it keeps as the run scored its own; write the results to ``<new_out>/learning.json`` and
-    print them.
+    """Train nothing: hold every synthetic run of ``<out>/learning.json``, and every fold of its
+    walk-forwards on real data, again as the run's config with `overrides` would have held it,
+    from contenders trained already, and score what it keeps as the run scored its own (a
+    walk-forward's folds traded through again, `_reselect_walk`; only under a config with a
+    contest, since a fold without one would train); write the results to
+    ``<new_out>/learning.json`` and print them.
 
     Each contender the new config trains or builds (`contest_configs`; the run itself where it
     holds no contest) is taken from the first run of the same kind and seed, in `out` and then
@@ -846,43 +856,75 @@ def reselect(
     report = json.loads((out / "learning.json").read_text())
     if new_out.exists():
         raise ReselectError(f"--out {new_out}: already exists; pass a new folder")
-    results = report["synthetic"]
-    trained: dict[tuple[str, int], list[str]] = {}
+    results, walks = report["synthetic"], report["real"]
+    trained: dict[tuple[str, int], list[str]] = {}  # (kind or "real", seed): runs
     for path in [out, *sources]:
         try:
-            runs = json.loads((path / "learning.json").read_text())["synthetic"]
+            earlier = json.loads((path / "learning.json").read_text())
+            runs = [*earlier["synthetic"], *({**w, "kind": "real"} for w in earlier["real"])]
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ReselectError(f"--from {path}: no benchmark results ({error})") from None
         for run in runs:
             trained.setdefault((run["kind"], run["seed"]), []).append(run["run"])
-    plans = []
-    for result in results:
-        run = Path(result["run"])
+
+    def config(run: str) -> Any:
         try:  # a value the config refuses: one line here, not a traceback from a worker
-            cfg = load_config(run / "config.yaml", list(overrides))
+            return load_config(Path(run) / "config.yaml", list(overrides))
         except ConfigError as error:
             raise ReselectError(str(error)) from None
-        plans.append(_reselect_plan(cfg, result, trained[(result["kind"], result["seed"])]))
+
+    plans = []
+    for result in results:
+        label = f"{result['kind']} seed {result['seed']}"
+        runs = trained[(result["kind"], result["seed"])]
+        plans.append(_reselect_plan(config(result["run"]), label, runs))
+    walk_plans = []
+    for walk in walks:
+        cfg = config(walk["run"])
+        if not cfg.train.contested:
+            raise ReselectError(
+                f"--reselect: real seed {walk['seed']}: a walk-forward is held again only under "
+                "a config with a contest (train.challenger or train.hold_margin)"
+            )
+        folds = sorted(Path(walk["run"]).glob("fold_*"), key=lambda fold: int(fold.name[5:]))
+        walk_plans.append([
+            _reselect_plan(cfg, f"real seed {walk['seed']} {fold.name}",
+                           [f"{run}/{fold.name}" for run in trained[("real", walk["seed"])]])
+            for fold in folds
+        ])  # fmt: skip
     new_out.mkdir(parents=True)
-    print(f"reselecting {len(results)} runs of {out} with {' '.join(overrides)} -> {new_out}")
+    print(f"reselecting {len(results)} runs and {len(walks)} walk-forwards of {out} with "
+          f"{' '.join(overrides)} -> {new_out}")  # fmt: skip
+    tried = report.get("configs_tried", 1)
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
         args = [
             (r, str(new_out), tuple(overrides), n_fresh, plan)
             for r, plan in zip(results, plans, strict=True)
         ]
+        walk_args = [
+            (w, str(new_out), tuple(overrides), tried, plans)
+            for w, plans in zip(walks, walk_plans, strict=True)
+        ]
+        walked = pool.map(_reselect_walk, walk_args)
         reselected = list(pool.map(_reselect_run, args))
+        walked = list(walked)
     for old, new in zip(results, reselected, strict=True):
         print(f"  {old['kind']:<19} seed {old['seed']}: kept {old['contender_kept']} at "
               f"{old['chosen_timesteps']:,} -> {new['contender_kept']} at "
               f"{new['chosen_timesteps']:,}; tail g - g_bh {old['excess_growth']:+.3f} -> "
               f"{new['excess_growth']:+.3f}")  # fmt: skip
+    for old, new in zip(walks, walked, strict=True):
+        print(f"  real walk-forward    seed {old['seed']}: kept "
+              f"{', '.join(str(f.get('contender_kept')) for f in old.get('folds', []))} -> "
+              f"{', '.join(str(f.get('contender_kept')) for f in new['folds'])}; Sharpe "
+              f"{old['sharpe']:.2f} -> {new['sharpe']:.2f}")  # fmt: skip
     new_report = {
         **report,
         "command": " ".join(sys.argv),
         "reselected_from": [str(out), *map(str, sources)],
         "overrides": [*report["overrides"], *overrides],
         "synthetic": reselected,
-        "real": [],
+        "real": walked,
     }
     return write_and_print(new_report, new_out / "learning.json")
 
@@ -901,8 +943,8 @@ def _trains_as(cfg: Any) -> dict[str, Any]:
     return raw
 
 
-def _reselect_plan(cfg: Any, result: dict[str, Any], runs: Sequence[str]) -> dict[str, str]:
-    """Where each contender of `cfg`'s run of `result` comes from: the name of each contender
+def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
+    """Where each contender of `cfg`'s run `label` comes from: the name of each contender
     of `contest_configs` (or "" for the run itself, where `cfg` holds no contest) and the
     folder of the first of `runs` (earlier runs of the same kind and seed) that trained one as
     `cfg` trains it (`_trains_as`): a trained contender of theirs (or the run itself where it
@@ -913,7 +955,7 @@ def _reselect_plan(cfg: Any, result: dict[str, Any], runs: Sequence[str]) -> dic
     from training.run.challenger import TRAINED, contest_configs
     from training.run.folder import RunDir
 
-    wanted = contest_configs(cfg, RunDir(Path(result["run"]))) if cfg.train.contested else {"": cfg}
+    wanted = contest_configs(cfg, RunDir(Path(runs[0]))) if cfg.train.contested else {"": cfg}
     candidates: dict[bool, list[Any]] = {True: [], False: []}  # built: the hold contenders
     for root in map(RunDir, map(Path, runs)):
         trained = [root.contender(name) for name in TRAINED if root.contender(name).root.is_dir()]
@@ -931,7 +973,7 @@ def _reselect_plan(cfg: Any, result: dict[str, Any], runs: Sequence[str]) -> dic
         found = [f for f in candidates[name == "hold"] if trains_as[f.root] == target]
         if not found:
             raise ReselectError(
-                f"--reselect: {result['kind']} seed {result['seed']}: no run of the reports "
+                f"--reselect: {label}: no run of the reports "
                 f"given trained its {name or 'policy'} as this config does (only the keys "
                 f"{', '.join(SELECTION_KEYS)} and train.challenger may differ from a trained "
                 "contender's); pass the report whose run trained it with --from"
@@ -949,10 +991,10 @@ def _reselect_run(
     `run_synthetic` scores."""
     import torch
 
-    from training.config import load_config, save_config
+    from training.config import load_config
     from training.evaluation.backtest import backtest, evaluation_env, write_report
     from training.evaluation.selection import best_pass
-    from training.run.challenger import contest_configs, contest_evidence, keep_better_contender
+    from training.run.challenger import contest_evidence, keep_better_contender
     from training.run.data import RunData
     from training.run.folder import RunDir, load_model
 
@@ -963,17 +1005,13 @@ def _reselect_run(
     copy = RunDir(Path(new_out) / "synthetic" / run.root.name)
     copy.root.mkdir(parents=True)
     shutil.copy(run.splits, copy.splits)
-    select_by = cfg.train.select_by
     kind, seed = result["kind"], result["seed"]
     series, split = synthetic_series(kind, seed)
-    save_config(cfg, copy.config)
+    _take_contenders(cfg, copy, plan)
     if cfg.train.contested:
-        for name, part_cfg in contest_configs(cfg, copy).items():
-            _keep_pass(RunDir(Path(plan[name])), copy.contender(name), part_cfg, select_by)
         training = RunData((series.market,), split).ranges("train", 1, cfg.env.window)
         choice = keep_better_contender(copy, cfg.train, contest_evidence(cfg, training))
     else:
-        _keep_pass(RunDir(Path(plan[""])), copy, cfg, select_by)
         choice = None
     tail = split.splits[0].test
     tested = backtest(load_model(copy.root).policy, evaluation_env(series.market, cfg.env, tail))
@@ -989,6 +1027,53 @@ def _reselect_run(
         **score_trained_agent(kind, seed, copy.root, n_fresh),
         **held_by_state(copy.report / "equity.csv", series.state, tail),
     }  # fmt: skip
+
+
+def _reselect_walk(
+    args: tuple[dict[str, Any], str, tuple[str, ...], int, list[dict[str, str]]],
+) -> dict[str, Any]:
+    """One walk-forward of `reselect`: each fold's folder rebuilt under the new config in
+    `<new_out>/real/` from the folders of its `_reselect_plan`, walked forward again without
+    training (`walk_forward` of trained folds: each fold's contest held again, its test segment
+    traded again) and reported as `run_real` reports."""
+    import torch
+
+    from training.cli import one_line_user_warnings
+    from training.config import load_config
+    from training.run.folder import RunDir
+    from training.walkforward import walk_forward
+
+    torch.set_num_threads(1)
+    walk, new_out, overrides, configs_tried, plans = args
+    source = Path(walk["run"])
+    cfg = load_config(source / "config.yaml", list(overrides))
+    copy = Path(new_out) / "real" / source.name
+    for number, plan in enumerate(plans, start=1):
+        fold = RunDir(copy / f"fold_{number}")
+        fold.root.mkdir(parents=True)
+        shutil.copy(source / f"fold_{number}" / "splits.json", fold.splits)
+        _take_contenders(cfg, fold, plan)
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()), one_line_user_warnings():
+        run, report = walk_forward(cfg, len(plans), copy, configs_tried, trained=True)
+    return real_figures(walk["seed"], run.root, report, time.perf_counter() - started)
+
+
+def _take_contenders(cfg: Any, run: Any, plan: dict[str, str]) -> None:
+    """Lay out `run` (a `RunDir`) under `cfg` from the folders of its `_reselect_plan`: its
+    config, and each contender of `contest_configs` in its folder (or, where `cfg` holds no
+    contest, the run itself) as `_keep_pass` keeps it."""
+    from training.config import save_config
+    from training.run.challenger import contest_configs
+    from training.run.folder import RunDir
+
+    save_config(cfg, run.config)
+    select_by = cfg.train.select_by
+    if not cfg.train.contested:
+        _keep_pass(RunDir(Path(plan[""])), run, cfg, select_by)
+        return
+    for name, part_cfg in contest_configs(cfg, run).items():
+        _keep_pass(RunDir(Path(plan[name])), run.contender(name), part_cfg, select_by)
 
 
 def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:

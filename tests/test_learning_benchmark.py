@@ -495,3 +495,45 @@ def test_reselect_takes_each_contender_from_the_run_that_trained_it(tmp_path: Pa
         "challenger",
         "hold",
     ]
+
+
+def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: Path) -> None:
+    def benchmark(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+
+    trained = tmp_path / "trained"
+    done = benchmark("--real-only", "--real-seeds", "0", "--folds", "2", "--timesteps", "2048",
+                     "--jobs", "1", "--out", str(trained))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (walk,) = json.loads((trained / "learning.json").read_text())["real"]
+
+    # Under the config it walked forward with, the same folds kept and the same figures.
+    done = benchmark("--reselect", str(trained), "--jobs", "1", "--out", str(tmp_path / "again"))
+    assert done.returncode == 0, done.stderr
+    (same,) = json.loads((tmp_path / "again" / "learning.json").read_text())["real"]
+    assert {k: v for k, v in same.items() if k not in ("run", "seconds")} == {
+        k: v for k, v in walk.items() if k not in ("run", "seconds")
+    }
+
+    # Nothing beats the incumbent by 1000 standard errors: every fold keeps it and trades it.
+    done = benchmark("--reselect", str(trained), "--set", "train.challenger_margin=1000",
+                     "--set", "train.hold_evidence=null", "--set", "train.hold_margin=1000",
+                     "--jobs", "1", "--out", str(tmp_path / "incumbent"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (kept,) = json.loads((tmp_path / "incumbent" / "learning.json").read_text())["real"]
+    assert [fold["contender_kept"] for fold in kept["folds"]] == ["incumbent", "incumbent"]
+    for fold in ("fold_1", "fold_2"):
+        adopted = Path(kept["run"]) / fold / "best_model.safetensors"
+        own = Path(walk["run"]) / fold / "incumbent" / "best_model.safetensors"
+        assert _weights(adopted) == _weights(own)
+
+    # A walk-forward without a contest would train: refused in one line, nothing written.
+    done = benchmark("--reselect", str(trained), "--set", "train.challenger=[]",
+                     "--set", "train.hold_evidence=null", "--set", "train.hold_margin=null",
+                     "--out", str(tmp_path / "plain"))  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "real seed 0: a walk-forward is held again only under a config with a contest" in (
+        done.stderr
+    )
+    assert not (tmp_path / "plain").exists()

@@ -88,12 +88,14 @@ def fold_data(
 
 
 def walk_forward(
-    cfg: RunConfig, folds: int, out: Path | None, configs_tried: int = 1
+    cfg: RunConfig, folds: int, out: Path | None, configs_tried: int = 1, trained: bool = False
 ) -> tuple[RunDir, dict[str, Any]]:
     """Train and test every fold, trade each instrument through the segments; print the tables.
 
     Returns the output folder (`out`, or a new `runs/walkforward-<name>-<time>`) and the
-    walkforward.json data.
+    walkforward.json data. With `trained`, `out` holds every fold's trained contenders already
+    (`fold_<k>/`, as a benchmark's reselection lays them out): each fold trains nothing, holds
+    its contest again under `cfg` and is tested again (`train`'s resume of a finished run).
     """
     markets = load_run_markets(cfg)
     dates = np.unique(np.concatenate([m.timestamps for m in markets]))
@@ -106,7 +108,9 @@ def walk_forward(
     starts = segment_starts(dates, folds)
     # One bars-per-year for every fold and the out-of-sample accounts, from fold 1's training.
     cfg = with_bars_per_year(cfg, fold_data(markets, starts, 0, cfg.data.validation))
-    if out is None:
+    if trained and out is not None:
+        run = RunDir(out)
+    elif out is None:
         run = RunDir.new(REPO_ROOT / "runs", f"walkforward-{cfg.train.name}")
     else:  # a folder holding a run is refused: its folds would mix with this one's
         run = RunDir.claim(out, "pass another --out")
@@ -116,7 +120,7 @@ def walk_forward(
         fold = RunDir(run.root / f"fold_{k + 1}")
         data = fold_data(markets, starts, k, cfg.data.validation)
         with contextlib.redirect_stdout(io.StringIO()):  # each fold's own report is in its folder
-            train(cfg, fold, resume=False, data=data)
+            train(cfg, fold, resume=trained, data=data)
         policies.append(load_model(fold.root).policy)
         tested = fold.report / "metrics.json"
         metrics = json.loads(tested.read_text()) if tested.is_file() else {}
