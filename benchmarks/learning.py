@@ -902,12 +902,12 @@ def reselect(
             for r, plan in zip(results, plans, strict=True)
         ]
         walk_args = [
-            (w, str(new_out), tuple(overrides), tried, plans)
-            for w, plans in zip(walks, walk_plans, strict=True)
+            (w, str(new_out), tuple(overrides), tried, fold_plans)
+            for w, fold_plans in zip(walks, walk_plans, strict=True)
         ]
-        walked = pool.map(_reselect_walk, walk_args)
+        walking = pool.map(_reselect_walk, walk_args)  # submitted now, beside the runs below
         reselected = list(pool.map(_reselect_run, args))
-        walked = list(walked)
+        walked = list(walking)
     for old, new in zip(results, reselected, strict=True):
         print(f"  {old['kind']:<19} seed {old['seed']}: kept {old['contender_kept']} at "
               f"{old['chosen_timesteps']:,} -> {new['contender_kept']} at "
