@@ -1003,11 +1003,9 @@ def _reselect_run(
     run = RunDir(Path(result["run"]))
     cfg = load_config(run.config, list(overrides))
     copy = RunDir(Path(new_out) / "synthetic" / run.root.name)
-    copy.root.mkdir(parents=True)
-    shutil.copy(run.splits, copy.splits)
+    _take_contenders(cfg, run, copy, plan)
     kind, seed = result["kind"], result["seed"]
     series, split = synthetic_series(kind, seed)
-    _take_contenders(cfg, copy, plan)
     if cfg.train.contested:
         training = RunData((series.market,), split).ranges("train", 1, cfg.env.window)
         choice = keep_better_contender(copy, cfg.train, contest_evidence(cfg, training))
@@ -1045,29 +1043,30 @@ def _reselect_walk(
 
     torch.set_num_threads(1)
     walk, new_out, overrides, configs_tried, plans = args
-    source = Path(walk["run"])
-    cfg = load_config(source / "config.yaml", list(overrides))
-    copy = Path(new_out) / "real" / source.name
+    source = RunDir(Path(walk["run"]))
+    cfg = load_config(source.config, list(overrides))
+    copy = Path(new_out) / "real" / source.root.name
     for number, plan in enumerate(plans, start=1):
-        fold = RunDir(copy / f"fold_{number}")
-        fold.root.mkdir(parents=True)
-        shutil.copy(source / f"fold_{number}" / "splits.json", fold.splits)
-        _take_contenders(cfg, fold, plan)
+        fold = f"fold_{number}"
+        _take_contenders(cfg, RunDir(source.root / fold), RunDir(copy / fold), plan)
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()), one_line_user_warnings():
         run, report = walk_forward(cfg, len(plans), copy, configs_tried, trained=True)
     return real_figures(walk["seed"], run.root, report, time.perf_counter() - started)
 
 
-def _take_contenders(cfg: Any, run: Any, plan: dict[str, str]) -> None:
-    """Lay out `run` (a `RunDir`) under `cfg` from the folders of its `_reselect_plan`: its
-    config, and each contender of `contest_configs` in its folder (or, where `cfg` holds no
-    contest, the run itself) as `_keep_pass` keeps it."""
+def _take_contenders(cfg: Any, source: Any, run: Any, plan: dict[str, str]) -> None:
+    """Lay out the new folder `run` (a `RunDir`, reselecting `source`) under `cfg` from the
+    folders of its `_reselect_plan`: its config, `source`'s splits, and each contender of
+    `contest_configs` in its folder (or, where `cfg` holds no contest, the run itself) as
+    `_keep_pass` keeps it."""
     from training.config import save_config
     from training.run.challenger import contest_configs
     from training.run.folder import RunDir
 
+    run.root.mkdir(parents=True)
     save_config(cfg, run.config)
+    shutil.copy(source.splits, run.splits)
     select_by = cfg.train.select_by
     if not cfg.train.contested:
         _keep_pass(RunDir(Path(plan[""])), run, cfg, select_by)

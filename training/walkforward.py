@@ -108,10 +108,10 @@ def walk_forward(
     starts = segment_starts(dates, folds)
     # One bars-per-year for every fold and the out-of-sample accounts, from fold 1's training.
     cfg = with_bars_per_year(cfg, fold_data(markets, starts, 0, cfg.data.validation))
-    if trained and out is not None:
-        run = RunDir(out)
-    elif out is None:
+    if out is None:
         run = RunDir.new(REPO_ROOT / "runs", f"walkforward-{cfg.train.name}")
+    elif trained:  # the folds are there to be held again
+        run = RunDir(out)
     else:  # a folder holding a run is refused: its folds would mix with this one's
         run = RunDir.claim(out, "pass another --out")
     save_config(cfg, run.config)
