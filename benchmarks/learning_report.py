@@ -4,10 +4,12 @@ one dict per run) or from several pooled (`--combine`)."""
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -377,3 +379,13 @@ def print_report(report: dict[str, Any], per_run: bool = True) -> None:
         if any(r.get("folds") for r in real):
             print("\neach fold's test segment, over seeds:")
             print(folds_table(real))
+
+
+def write_and_print(report: dict[str, Any], path: Path) -> int:
+    """Write the benchmark's JSON report (atomically) and print its tables."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    tmp.replace(path)
+    print_report(report)
+    print(f"\nresults: {path}")
+    return 0

@@ -106,9 +106,9 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
     assert "probe_leverage_state0" not in result  # trend: no volatility levels to probe
     assert "volatility probe" in done.stdout
     # Which way the training bars went, for each run: series 0's own, in the per-run table.
-    learning = learning_module()
-    series, split = learning.synthetic_series("trend_regimes", 0)
-    growth = learning.training_bars_growth(series.market, split.splits[0].train)
+    scoring = scoring_module()
+    series, split = scoring.synthetic_series("trend_regimes", 0)
+    growth = scoring.training_bars_growth(series.market, split.splits[0].train)
     assert result["growth_training_bars"] == growth
     assert "training bars: g_bh" in done.stdout
 
@@ -119,6 +119,14 @@ def report_module():
     import learning_report
 
     return learning_report
+
+
+def scoring_module():
+    """benchmarks/learning_scoring.py, how the benchmark scores a run, as a module."""
+    learning_module()  # puts benchmarks/ on the path
+    import learning_scoring
+
+    return learning_scoring
 
 
 def learning_module():
@@ -151,18 +159,18 @@ def test_a_shorter_run_keeps_the_configs_validation_schedule(tmp_path: Path, cap
 
 
 def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
-    learning = learning_module()
+    scoring = scoring_module()
     report = report_module()
-    series, split = learning.synthetic_series("trend_regimes", 16)
+    series, split = scoring.synthetic_series("trend_regimes", 16)
     train, validation = split.splits[0].train, split.splits[0].validation
     close = series.market.close  # [7000] training, validation, tail in that order
-    growth = learning.training_bars_growth(series.market, train)
+    growth = scoring.training_bars_growth(series.market, train)
     # First to last close of the training bars: the sum of their close-to-close log returns.
     assert growth == pytest.approx(np.diff(np.log(close[train.start : train.stop])).sum())
     assert train.stop <= validation.start  # nothing after the training bars is read
     assert growth < -1.5  # the trend series whose training bars fell by 86% (RESULTS, C57)
     fresh = {"share_fresh": 0.72, "share_estimated_fresh": math.nan}  # no estimated ceiling
-    contest = learning.contest_fields({"kept": "hold", "evidence_p_value": 0.4567})
+    contest = scoring.contest_fields({"kept": "hold", "evidence_p_value": 0.4567})
     runs = [
         {"kind": "trend_regimes", "seed": 16, "growth_training_bars": growth, **fresh, **contest},
         {"kind": "random_walk", "seed": 3},  # an older report: none of the figures, no contest
@@ -174,7 +182,7 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
                                  "hold", "nan"]  # fmt: skip
     assert trend.split()[-2:] == ["+0.72", "nan"]
     assert walk.split()[2:] == ["nan"] * 4 + ["-"] + ["nan"] * 4
-    assert learning.contest_fields(None) == {
+    assert scoring.contest_fields(None) == {
         "contender_kept": None, "evidence_momentum_p": None, "evidence_tail_p": None,
         "evidence_persistence_p": None,
     }  # fmt: skip

@@ -655,8 +655,8 @@ CHALLENGER_SECTIONS = ("ppo", "policy", "trunk", "train")  # what a challenger m
 # The train keys of a contender (the challenger, and each of a contest's trainings): no contest
 # of its own, so no challenger and no hold contender, nor holding's evidence rule
 NO_CONTEST: dict[str, Any] = {"challenger": (), "hold_margin": None, "hold_evidence": None}
-_CONTEST_KEYS = (
-    "train.challenger",
+# How a contest chooses among its trained contenders (`training.run.challenger`)
+_CONTEST_CHOICE_KEYS = (
     "train.challenger_margin",
     "train.challenger_evidence",
     "train.hold_margin",
@@ -664,9 +664,12 @@ _CONTEST_KEYS = (
     "train.hold_evidence",
     "train.hold_evidence_per",
     "train.policy_margin",
-    "train.restarts",
-    "train.run_dir",
 )
+_CONTEST_KEYS = ("train.challenger", *_CONTEST_CHOICE_KEYS, "train.restarts", "train.run_dir")
+# The keys that only choose among what a run trained (which validation pass, which contender),
+# never how it trains: a run under other values of them trains to the bit as it did (but
+# `train.select_by` where `train.patience` stops training by it)
+SELECTION_KEYS = ("train.select_by", *_CONTEST_CHOICE_KEYS)
 
 
 def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunConfig:

@@ -1,0 +1,416 @@
+"""How the learning benchmark (`benchmarks/learning.py`) scores what a run trained: its series,
+the references it is measured against, and the figures each result carries.
+
+A synthetic run's series and split (`synthetic_series`), its agent's figures on its own tail
+(`tail_figures`) and on fresh series of its kind (`score_on_fresh_series`: realized and, on
+the crash-free regime kinds, expected log growth against buy-and-hold, the oracle, the fair
+ceiling, the estimated ceiling and sized hold), what it held in each regime (`held_by_state`),
+what its heads do when only the volatility level changes (`volatility_probe`), the contest it
+held (`contest_fields`), and a real walk-forward's figures (`real_figures`). `learning.py`
+trains and scores through these; `learning_reselect.py` scores a run held again through them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from learning_report import finite
+
+N_TRAIN, N_VALIDATION, N_TAIL = 3000, 1000, 3000  # bars of each synthetic series, in order
+
+
+FRESH_SEED = 10_000  # fresh series k of a kind has seed FRESH_SEED + k, the same for every run
+
+
+FRESH_SERIES = 8  # fresh series each agent is scored on by default (--quick: 2)
+
+
+def tail_figures(agent: dict[str, Any], hold: float, ceiling: float) -> dict[str, Any]:
+    """The agent's figures on its own tail from its backtest `agent` metrics, against
+    buy-and-hold's and the fair ceiling's log growth there (`hold`, `ceiling`)."""
+    growth = math.log1p(agent["total_return_pct"] / 100.0)
+    edge = ceiling - hold
+    return {
+        "growth_agent": growth,
+        "share": (growth - hold) / edge if edge > 0 else math.nan,
+        "excess_growth": growth - hold,
+        "sharpe": finite(agent["sharpe"]),
+        "turnover_per_year": finite(agent["turnover_per_year"]),
+        "fees_pct_per_year": finite(agent["fees_pct_per_year"]),
+        "average_leverage": finite(agent["average_leverage"]),
+    }
+
+
+REFERENCES = ("oracle", "ceiling")
+
+
+# Kinds whose parameters `envs.synthetic.estimation` fits: the estimated ceiling is scored there.
+ESTIMATED_KINDS = (
+    "random_walk",
+    "trend_regimes",
+    "volatility_regimes",
+    "mean_reversion",
+    "turbulence_regimes",
+)
+
+
+# Crash-free regime kinds: every rule is also scored by its expected log growth there.
+EXPECTED_KINDS = ("random_walk", "trend_regimes", "volatility_regimes", "turbulence_regimes")
+
+
+# The fitted parameters each family reports (`estimated_params`).
+FITTED_KEYS = {"regime": ("drift", "vol", "transition"), "ou": ("phi", "deviation_sd", "noise_sd")}
+
+
+# Calm / turbulent kinds: the volatility probe runs there.
+VOLATILITY_KINDS = ("volatility_regimes", "turbulence_regimes")
+
+
+def contest_fields(contest: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's contest (`challenger.json`'s content; None: the run held none) as result fields:
+    `contender_kept` ("incumbent", "challenger" or "hold"; None without a contest) and the
+    training bars' evidence it read (`training.run.evidence`), `evidence_momentum_p`,
+    `evidence_tail_p` and `evidence_persistence_p` (None where it read none)."""
+    from training.run.challenger import recorded_evidence
+
+    contest = contest or {}
+    evidence = asdict(recorded_evidence(contest))
+    return {
+        "contender_kept": contest.get("kept"),
+        **{f"evidence_{test}_p": p for test, p in evidence.items()},
+    }
+
+
+def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:
+    """The generated series of a run and its calendar split (train, validation, tail)."""
+    from envs.splits import split_calendar
+    from envs.synthetic import generate
+
+    series = generate(kind, N_TRAIN + N_VALIDATION + N_TAIL, seed)
+    n = len(series.market)
+    return series, split_calendar([series.market], validation=N_VALIDATION / n, test=N_TAIL / n)
+
+
+def training_bars_growth(market: Any, train: range) -> float:
+    """Log growth of `market` over its training bars `train`, first close to last: which way the
+    bars the agent learns from went. A range that fell far teaches any rule that reads the drift
+    from it (the agent, the estimated ceiling) to stand aside; `run_table` shows it beside each
+    run's scores so that a worst seed can be told from a data-limited one."""
+    return math.log(market.close[train.stop - 1] / market.close[train.start])
+
+
+def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
+    """The saved agent of `run_root` (trained on series `seed` of `kind`), loaded once and scored
+    on fresh series (`score_on_fresh_series`) and, on the `VOLATILITY_KINDS`, probed
+    (`volatility_probe`)."""
+    from training.run.folder import load_model
+
+    model = load_model(run_root)
+    return {
+        **score_on_fresh_series(kind, seed, model, n_fresh),
+        **volatility_probe(kind, seed, model),
+    }
+
+
+def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dict[str, Any]:
+    """The agent `model` (a `LoadedModel`) trained on series `seed` of `kind`, scored on
+    `n_fresh` new series of its kind, against buy-and-hold and the references there.
+
+    One tail of 3,000 bars is a noisy yardstick: on crash risk, the ceiling's edge over
+    buy-and-hold is 0.19 +- 0.19 of log growth per tail (benchmarks/RESULTS.md). The generator is
+    known, so the agent (its best model, as the test backtest uses) is also scored on the tails of
+    fresh series of its kind, seeds ``FRESH_SEED + k``, the same for every run and config: paired
+    comparisons. Each fresh series is a whole series like the agent's own, and the references
+    tune their knobs on its training bars, so their figures depend on the kind and the env
+    config only (`fresh_references`). ``share_fresh`` pools over the fresh series:
+    ``sum(g_agent - g_bh) / sum(g_ceiling - g_bh)``.
+
+    Two more figures:
+
+    - on the `ESTIMATED_KINDS`, the estimated ceiling of the agent's own series (its parameters
+      fitted to, and its knobs tuned on, the training bars the agent had), scored on the same
+      fresh series: ``share_estimated_fresh``, pooled the same way;
+    - on the `EXPECTED_KINDS` (crash-free regime series), every rule's **expected** log growth
+      given the exposures it held (`envs.synthetic.expectation`), which drops the price noise
+      that realized growth carries: ``share_expected_fresh`` and
+      ``excess_growth_expected_fresh`` for the agent, ``share_estimated_expected_fresh`` for the
+      estimated ceiling;
+    - with `env.volatility_target`, buy-and-hold's action sized as the agent's positions are
+      (decided on every bar): ``share_sized_hold_fresh`` (and ``..._expected_fresh``), what the
+      sizing alone earns without a policy.
+    """
+    if n_fresh == 0:
+        return {}
+    from envs.synthetic import buy_and_hold_actions, run_actions
+    from training.evaluation.backtest import evaluation_env
+    from training.evaluation.fast_inference import FastPolicy
+
+    env_config = model.config.env  # the run's, with the bars per year it trained under
+    regime = kind in EXPECTED_KINDS
+    rules = ["agent", *(["estimated"] if kind in ESTIMATED_KINDS else [])]
+    if env_config.volatility_target is not None:
+        rules.append("sized_hold")
+    growths: dict[str, list[float]] = {
+        name: [] for name in [*rules, "buy_and_hold", *REFERENCES]
+    }  # realized log growth on each fresh tail
+    expected: dict[str, list[float]] = {name: [] for name in growths} if regime else {}
+    for k in range(n_fresh):
+        series, split = synthetic_series(kind, FRESH_SEED + k)
+        tail = split.splits[0].test
+        env = evaluation_env(series.market, env_config, tail)
+        record = FastPolicy(model.policy, env.core).record_episode()
+        runs = {"agent": _record_growths(series, env.core.first_bar, record, regime)}
+        if "estimated" in rules:
+            runs["estimated"] = _run_growths(
+                series, estimated_run(kind, seed, series, tail, env_config), regime
+            )
+        if "sized_hold" in rules:
+            hold = buy_and_hold_actions(env_config, len(series.market))
+            runs["sized_hold"] = _run_growths(
+                series, run_actions(series, env_config, hold, tail, sized=True), regime
+            )
+        runs.update(fresh_references(kind, k, env_config))
+        for name, (realized, mean) in runs.items():
+            growths[name].append(realized)
+            if regime:
+                expected[name].append(mean)
+    scores: dict[str, Any] = {}
+    for measure, by_rule, prefix in (("", growths, "growth"), ("_expected", expected, "expected")):
+        if not by_rule:
+            continue
+        hold = by_rule["buy_and_hold"]
+        edge = sum(c - b for c, b in zip(by_rule["ceiling"], hold, strict=True))
+        scored = (("agent", ""), ("estimated", "_estimated"), ("sized_hold", "_sized_hold"))
+        for rule, name in scored:
+            if rule in by_rule:
+                gained = sum(a - b for a, b in zip(by_rule[rule], hold, strict=True))
+                scores[f"share{name}{measure}_fresh"] = gained / edge if edge > 0 else math.nan
+                scores[f"excess_growth{name}{measure}_fresh"] = gained / n_fresh
+        scores.update({f"{prefix}_{rule}_fresh": values for rule, values in by_rule.items()})
+    return scores
+
+
+def _run_growths(series: Any, run: Any, expected: bool) -> tuple[float, float]:
+    """(realized, expected or NaN) log growth of a `RunResult` on `series`; `expected` only on a
+    crash-free regime series."""
+    from envs.synthetic import expected_log_growth
+
+    if not expected:
+        return run.log_growth, math.nan
+    return run.log_growth, expected_log_growth(series, run.first_bar, run.exposure, run.cost_share)
+
+
+def _record_growths(
+    series: Any, first_bar: int, record: Any, expected: bool
+) -> tuple[float, float]:
+    """(realized, expected or NaN) log growth of a backtest `record` (row 0 at `first_bar`'s
+    close) on `series`."""
+    from envs.synthetic import expected_log_growth
+
+    equity = record["equity"].to_numpy()  # [n + 1]
+    realized = math.log(equity[-1] / equity[0]) if equity[-1] > 0 else -math.inf
+    if not expected:
+        return realized, math.nan
+    cost_share = record["costs"].to_numpy()[1:] / equity[:-1]  # [n]
+    exposure = record["exposure"].to_numpy()  # [n + 1]
+    return realized, expected_log_growth(series, first_bar, exposure, cost_share)
+
+
+def estimated_on_own_tail(
+    kind: str, seed: int, series: Any, tail: range, env_config: Any, hold: float, edge: float
+) -> dict[str, Any]:
+    """The estimated ceiling of `series` (series `seed` of `kind`, as `synthetic_series` gives
+    it) on its own `tail`, where buy-and-hold grew `hold` and the fair ceiling `hold + edge`;
+    {} outside `ESTIMATED_KINDS`."""
+    if kind not in ESTIMATED_KINDS:
+        return {}
+    g_estimated = estimated_run(kind, seed, series, tail, env_config).log_growth
+    fitted = estimated_rule(kind, seed, env_config)[0]
+    return {
+        "growth_estimated": g_estimated,
+        "share_estimated": (g_estimated - hold) / edge if edge > 0 else math.nan,
+        "excess_growth_estimated": g_estimated - hold,
+        "estimated_params": {k: fitted.params[k] for k in FITTED_KEYS[fitted.family]},
+    }
+
+
+def estimated_run(kind: str, seed: int, series: Any, tail: range, env_config: Any) -> Any:
+    """The `RunResult` over `tail` of `series` of the estimated ceiling of series `seed` of
+    `kind` (`estimated_rule`): the fair ceiling's rule under the fitted parameters and their
+    knobs."""
+    from envs.synthetic import rule_actions, run_actions
+
+    fitted, knobs = estimated_rule(kind, seed, env_config)
+    believed = replace(series, params=fitted.params)  # the bars of `series`, the fitted model
+    actions = rule_actions(believed, env_config, "ceiling", knobs, start=tail.start)
+    return run_actions(series, env_config, actions, tail)
+
+
+_ESTIMATED: dict[tuple[str, int, str], tuple[Any, Any]] = {}  # one process's cache
+
+
+def estimated_rule(kind: str, seed: int, env_config: Any) -> tuple[Any, Any]:
+    """(series, knobs) of the estimated ceiling of series `seed` of `kind`: the series with the
+    parameters `envs.synthetic.estimation` fits to its training bars (the bars an agent trained
+    on it had), and the knobs tuned on those bars under them. Cached per process."""
+    from envs.synthetic import estimated_series, tune_knobs
+
+    key = (kind, seed, repr(env_config))
+    if key not in _ESTIMATED:
+        series, split = synthetic_series(kind, seed)
+        train = split.splits[0].train
+        fitted = estimated_series(series, train)
+        _ESTIMATED[key] = (fitted, tune_knobs(fitted, env_config, "ceiling", train))
+    return _ESTIMATED[key]
+
+
+_FRESH_REFERENCES: dict[tuple[str, int, str], dict[str, tuple[float, float]]] = {}  # per process
+
+
+def fresh_references(kind: str, k: int, env_config: Any) -> dict[str, tuple[float, float]]:
+    """(realized, expected) log growth on the tail of fresh series k of `kind`: buy-and-hold,
+    oracle and ceiling (knobs tuned on the series' own training bars); expected growth only on
+    the `EXPECTED_KINDS` (else NaN). Cached per process."""
+    from envs.synthetic import buy_and_hold_actions, rule_actions, run_actions, tune_knobs
+
+    key = (kind, k, repr(env_config))
+    if key not in _FRESH_REFERENCES:
+        series, split = synthetic_series(kind, FRESH_SEED + k)
+        train, tail = split.splits[0].train, split.splits[0].test
+        actions = {"buy_and_hold": buy_and_hold_actions(env_config, len(series.market))}
+        for rule in REFERENCES:
+            knobs = tune_knobs(series, env_config, rule, train)
+            actions[rule] = rule_actions(series, env_config, rule, knobs, start=tail.start)
+        found = {}
+        for name, chosen in actions.items():
+            run = run_actions(series, env_config, chosen, tail)
+            found[name] = _run_growths(series, run, kind in EXPECTED_KINDS)
+        _FRESH_REFERENCES[key] = found
+    return _FRESH_REFERENCES[key]
+
+
+def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]:
+    """The agent's mean |exposure| and chosen leverage on the tail's bars of each regime.
+
+    Row k >= 1 of the record is bar ``tail.start + k``: the action held during it (chosen on
+    the bar before) and the exposure at its close, under the regime ``state[tail.start + k]``.
+    For the regime series only (an integer state): on volatility regimes this shows whether the
+    leverage head sizes to the volatility it sees.
+    """
+    import numpy as np
+    import pandas as pd
+
+    if not np.issubdtype(np.asarray(state).dtype, np.integer):
+        return {}
+    record = pd.read_csv(equity_csv).iloc[1:]
+    regime = np.asarray(state)[tail.start + 1 : tail.start + 1 + len(record)]  # [n]
+    exposure = record["exposure"].abs().to_numpy()  # [n]
+    chosen = record["leverage"].to_numpy()  # [n]
+    in_position = (record["direction"] != "flat").to_numpy()  # [n]
+    found = {}
+    for k in np.unique(regime):
+        mask = regime == k
+        held = mask & in_position
+        found[f"exposure_state{k}"] = float(exposure[mask].mean())
+        found[f"leverage_state{k}"] = float(chosen[held].mean()) if held.any() else math.nan
+    return found
+
+
+def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
+    """What the agent `model` (a `LoadedModel`) decides when only the volatility level changes.
+
+    On the `VOLATILITY_KINDS` only (else {}): at every decision bar of the tail of series
+    `seed`, the observation the agent would see from a flat account, with the `volatility`
+    column of the whole window set to the level of each regime (the generator's per-bar vol,
+    annualised as the env does) and `volatility_trend` to 0; everything else, the scaled price
+    moves included, is the bar's own. Per regime k, averaged over the bars: the leverage head's
+    expected level (``probe_leverage_state<k>``) and the direction head's probability of flat
+    (``probe_flat_state<k>``). Growth-optimal leverage is about 6x calm and 0.9x turbulent on
+    volatility regimes, 6x and 0.32x on turbulence regimes, so a head that reads the level
+    chooses less in state 1.
+    """
+    if kind not in VOLATILITY_KINDS:
+        return {}
+    import numpy as np
+    import torch
+
+    from training.evaluation.backtest import evaluation_env
+
+    config = model.config.env
+    series, split = synthetic_series(kind, seed)
+    env = evaluation_env(series.market, config, split.splits[0].test)
+    first, _ = env.reset()
+    start = first["account"]  # [N_ACCOUNT] a flat account with its initial equity
+    tail = split.splits[0].test
+    bars = np.arange(max(tail.start, config.window - 1), tail.stop - 1)  # [N] decision bars
+    windows = env.core.market_windows(bars)  # [N, W, F]
+    names = config.feature_names
+    level, trend = names.index("volatility"), names.index("volatility_trend")
+    per_year = math.sqrt(env.core.bars_per_year)
+    levels = torch.tensor(config.leverage_levels, dtype=torch.float32)  # [L]
+    found = {}
+    for k, vol in enumerate(series.params["vol"]):
+        probe = windows.copy()
+        probe[:, :, level] = math.log(vol * per_year)
+        probe[:, :, trend] = 0.0
+        obs = {"market": probe, "account": np.repeat(start[None], len(bars), axis=0)}
+        with torch.no_grad():
+            heads = model.policy.head_distributions(obs).heads()
+        leverage = heads["leverage"].probs @ levels  # [N]
+        flat = heads["direction"].probs[:, config.flat_direction_index]  # [N]
+        found[f"probe_leverage_state{k}"] = float(leverage.mean())
+        found[f"probe_flat_state{k}"] = float(flat.mean())
+    return found
+
+
+def real_figures(seed: int, run: Path, report: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The figures of one seed's walk-forward (`run`, its walkforward.json data `report`) that
+    the benchmark reports: the combined accounts against the baselines, each instrument's and
+    each fold's Sharpe."""
+    agent, hold = report["aggregate"]["agent"], report["aggregate"]["buy_and_hold"]
+    sized = report["aggregate"].get("sized_hold", {})  # only with `env.volatility_target`
+    return {
+        "seed": seed,
+        "run": str(run),
+        "seconds": seconds,
+        "sharpe": finite(agent["sharpe"]),
+        "sharpe_buy_and_hold": finite(hold["sharpe"]),
+        "sharpe_minus_buy_and_hold": finite(agent["sharpe"]) - finite(hold["sharpe"]),
+        # buy-and-hold sized like the agent, with `env.volatility_target` only (NaN without)
+        "sharpe_sized_hold": finite(sized.get("sharpe")),
+        "total_return_pct": agent["total_return_pct"],
+        "total_return_pct_buy_and_hold": hold["total_return_pct"],
+        "total_return_pct_sized_hold": finite(sized.get("total_return_pct")),
+        "max_drawdown_pct": finite(agent["max_drawdown_pct"]),
+        "max_drawdown_pct_buy_and_hold": finite(hold["max_drawdown_pct"]),
+        "max_drawdown_pct_sized_hold": finite(sized.get("max_drawdown_pct")),
+        "turnover_per_year": finite(agent["turnover_per_year"]),
+        "fees_pct_per_year": finite(agent["fees_pct_per_year"]),
+        "average_leverage": finite(agent["average_leverage"]),
+        "noise_probability": finite(report["edge"]["noise_probability"]),
+        "edge_sharpe": finite(report["edge"]["edge_sharpe"]),
+        "instruments": {
+            name: {
+                "sharpe": finite(m["agent"]["sharpe"]),
+                "buy_and_hold": finite(m["buy_and_hold"]["sharpe"]),
+            }
+            for name, m in report["instruments"].items()
+        },
+        # Each fold's test segment on its own: how much of it the agent was in the market, its
+        # Sharpe against sized hold's, and the contender the fold kept (a policy that stands
+        # aside through a segment shows here, not in the combined figures).
+        "folds": [
+            {
+                "fold": fold["fold"],
+                "test": fold["test"],
+                "exposure_pct": finite(fold["metrics"].get("agent", {}).get("exposure_pct")),
+                "sharpe": finite(fold["metrics"].get("agent", {}).get("sharpe")),
+                "sharpe_sized_hold": finite(fold["metrics"].get("sized_hold", {}).get("sharpe")),
+                "contender_kept": fold.get("contender_kept"),
+            }
+            for fold in report["folds"]
+        ],
+    }
