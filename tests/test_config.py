@@ -66,7 +66,7 @@ def test_shipped_values() -> None:
     assert default.train.challenger == ("train.direction_outcomes=0.2",)
     assert default.train.direction_teacher == 1.0 and default.train.direction_outcomes == 0.0
     assert (default.env.resize_band, default.env.turnover_penalty) == (0.25, 0.001)
-    assert default.env.long_only and default.env.leverage_levels == (0.5, 1.0)
+    assert default.env.long_only and default.env.leverage_levels == (1.0,)
     assert (default.trunk.n_layers, default.env.decision_interval) == (1, 5)
     assert default.env.momentum_horizons == (16, 64)
     assert default.env.risk_levels == (0.05, 0.1, 0.2, math.inf)
