@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from envs.config import HEAD_NAMES
+
 FIXED_LOGIT = 30.0  # the logit of the one level a head always chooses (`DecisionHeads.always`)
 
 
@@ -82,10 +84,19 @@ class DecisionHeads(nn.Module):
         The deterministic action is then `action` everywhere, and a sampled one nearly always
         (e^-30 per other level). The hold contender of a contest is such a policy
         (`training.run.challenger`)."""
-        for head, level in zip((self.direction, self.leverage, self.risk), action, strict=True):
-            head.logits.weight.zero_()
-            head.logits.bias.zero_()
-            head.logits.bias[level] = FIXED_LOGIT
+        for name, level in zip(HEAD_NAMES, action, strict=True):
+            self.pin(name, level)
+
+    @torch.no_grad()
+    def pin(self, name: str, level: int) -> None:
+        """Make head `name` ("direction", "leverage" or "risk") choose `level` whatever it reads:
+        its logits layer's weights zero and its biases `FIXED_LOGIT` at that level, 0 elsewhere.
+        With `policy.deployed_leverage` every validated and saved policy is a copy with its
+        leverage head pinned so (`training.evaluation.validation.deployed`)."""
+        head: DecisionHead = getattr(self, name)
+        head.logits.weight.zero_()
+        head.logits.bias.zero_()
+        head.logits.bias[level] = FIXED_LOGIT
 
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
         """[B, latent_dim] -> concatenated logits [B, n_direction + n_leverage + n_risk]."""

@@ -14,8 +14,9 @@ import torch
 from stable_baselines3.common.vec_env import DummyVecEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from agent.heads import FIXED_LOGIT
 from envs import TradingEnv
-from training.config import DEFAULT_CONFIG_PATH, load_config, resolve_config
+from training.config import DEFAULT_CONFIG_PATH, ConfigError, load_config, resolve_config
 from training.evaluation.metrics import compute_metrics, trades_from_record
 from training.evaluation.rollout import record_episode
 from training.run.data import data_files
@@ -244,6 +245,36 @@ def test_a_hold_prior_starts_the_policy_at_buy_and_hold(tmp_path: Path) -> None:
         heads = model.policy.head_distributions(env.reset()).heads()
         for (name, dist), level in zip(heads.items(), cfg.env.hold_action, strict=True):
             assert dist.probs[0, level].item() == pytest.approx(lean, abs=5e-3), name
+
+
+def test_a_deployed_leverage_trains_every_level_and_saves_the_policy_pinned_to_one(tmp_path):
+    """With `policy.deployed_leverage` training samples every leverage level (TensorBoard's
+    shares), while the validated and saved models choose that one level on any window (their
+    leverage logits: weights zero, the level's bias `FIXED_LOGIT`); checkpoints keep the head
+    as it trains, for `--resume`."""
+    run = tmp_path / "run"
+    sets = ["--set", "env.leverage_levels=[0.5,1]", "--set", "policy.deployed_leverage=1"]
+    code = main(["--config", "configs/smoke.yaml", "--run-dir", str(run), *sets])
+    assert code == 0
+    (folder,) = (run / "tb").iterdir()
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    for level in ("0.5", "1"):
+        shares = [e.value for e in events.Scalars(f"heads/leverage/share_{level}x")]
+        assert 0.2 < np.mean(shares) < 0.8, level  # a near-uniform head samples both
+    logits = "action_net.leverage.logits"
+    for name in ("best_model", "final_model"):
+        tensors = read_model_file(run / f"{name}.safetensors").policy
+        assert not tensors[f"{logits}.weight"].any(), name
+        assert tensors[f"{logits}.bias"].tolist() == [0.0, FIXED_LOGIT], name
+    checkpoint = read_model_file(RunDir(run).latest_checkpoint()).policy
+    assert checkpoint[f"{logits}.weight"].abs().sum() > 0
+
+
+def test_a_deployed_leverage_must_be_one_of_the_levels() -> None:
+    expected = r"policy.deployed_leverage: expected one of env.leverage_levels \[0.5, 1.0\], got 2"
+    with pytest.raises(ConfigError, match=expected):
+        load_config(None, ["env.leverage_levels=[0.5,1]", "policy.deployed_leverage=2"])
 
 
 def test_a_learning_rate_end_makes_the_step_size_fall_linearly(tmp_path: Path) -> None:

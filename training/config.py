@@ -223,6 +223,10 @@ class PolicyConfig:
     head_hidden: int = 64  # hidden width of each head's MLP
     account_dim: int = 64  # width of the account-state embedding joined to the trunk output
     hold_prior: float = 0.0  # initial logit bias to buy-and-hold's action in each head; 0: none
+    # The level of env.leverage_levels every validated and saved policy trades at, whatever its
+    # leverage head says; training still samples every level, so the head explores the
+    # position's size (evaluation/validation.py). None: the head's own choice
+    deployed_leverage: float | None = None
     device: str = "auto"  # torch device: auto (cuda when available), cpu, cuda, cuda:1, ...
     bf16: bool = False  # bfloat16 autocast in the forward pass (CUDA)
 
@@ -238,6 +242,11 @@ class PolicyConfig:
                 ("head_hidden", self.head_hidden >= 1, "an integer >= 1"),
                 ("account_dim", self.account_dim >= 1, "an integer >= 1"),
                 ("hold_prior", self.hold_prior >= 0, "a number >= 0"),
+                (
+                    "deployed_leverage",
+                    self.deployed_leverage is None or self.deployed_leverage > 0,
+                    "a level of env.leverage_levels, or null for the head's own choice",
+                ),
                 ("device", self.device != "", "a torch device such as auto, cpu or cuda"),
             ],
         )
@@ -375,6 +384,13 @@ class RunConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # heads, device, precision
     ppo: PPOConfig = field(default_factory=PPOConfig)  # PPO hyper-parameters
     train: TrainConfig = field(default_factory=TrainConfig)  # length, checkpoints, eval, logs
+
+    @property
+    def deployed_leverage(self) -> int | None:
+        """The index in `env.leverage_levels` of `policy.deployed_leverage`, the level every
+        validated and saved policy trades at; None where the leverage head chooses."""
+        level = self.policy.deployed_leverage
+        return None if level is None else self.env.leverage_levels.index(level)
 
 
 def _show(value: Any) -> str:
@@ -643,6 +659,12 @@ def _built(raw: Mapping[str, Any], where: Callable[[str], str]) -> RunConfig:
     try:
         cfg = _build(RunConfig, raw, "", where, list(_dotted_keys(RunConfig)))
         _check("trunk", cfg.trunk, cfg.trunk.problems())  # its shape and variant fields
+        deployed = cfg.policy.deployed_leverage
+        if deployed is not None and deployed not in cfg.env.leverage_levels:
+            raise ValueError(
+                f"policy.deployed_leverage: expected one of env.leverage_levels "
+                f"{list(cfg.env.leverage_levels)}, got {deployed:g}"
+            )
     except ConfigError:
         raise
     except ValueError as exc:  # a dataclass's own check: "<section>.<key>: expected ..."

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
+from agent import policy_of
 from envs import MarketData, TradingEnv
 from envs.market_data import DataError
 from training.cli import INTERRUPTED_STATUS, reports_user_errors
@@ -35,6 +36,7 @@ from training.evaluation.portfolio import (
     write_reports,
 )
 from training.evaluation.validation import (
+    deployed,
     describe_pass,
     generalization_summary,
     never_beat_flat,
@@ -62,7 +64,8 @@ from training.run.challenger import (
     spoken_list,
 )
 from training.run.data import RunData, instrument_name, with_bars_per_year
-from training.run.folder import ModelError, RunDir, load_model, save_model_atomic
+from training.run.folder import ModelError, RunDir, load_model
+from training.run.model_file import write_model_file
 from training.run.restarts import (
     RestartState,
     format_restarts,
@@ -267,14 +270,19 @@ def learn(
         callbacks.append(
             ValidationCallback(
                 validation_envs, run, train.eval_every, train.patience, train.eval_start,
-                train.select_by,
+                train.select_by, cfg.deployed_leverage,
             )
         )  # fmt: skip
     checkpoint = run.latest_checkpoint() if resume else None
     model = fit(cfg, train_ranges, run, callbacks=callbacks, checkpoint=checkpoint)
-    save_model_atomic(model, run.final_model)
+    # The final model as deployed too (checkpoints keep the policy as it trains, for --resume)
+    final = deployed(policy_of(model), cfg.deployed_leverage)
+    write_model_file(run.final_model, final, model.num_timesteps)
     if not run.best_model.exists() and validation_envs:  # no pass saved one: validate the final
-        validate(model, validation_envs, run, select_by=cfg.train.select_by)
+        validate(
+            model, validation_envs, run, select_by=cfg.train.select_by,
+            leverage=cfg.deployed_leverage,
+        )  # fmt: skip
 
 
 def _learn_part(

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
+import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agent import MultiHeadPolicy, policy_of
@@ -35,12 +36,32 @@ from training.run.folder import RunDir
 from training.run.model_file import write_model_file
 
 
+def deployed(policy: MultiHeadPolicy, leverage: int | None) -> MultiHeadPolicy:
+    """The policy a run validates and saves: `policy` itself, or where `leverage` is the index
+    of a level (`RunConfig.deployed_leverage`) a copy whose leverage head always chooses it.
+
+    Training samples every level, so the leverage head explores the size of the position, and
+    the advantage of one size over another changes sign with the market's trend: a lesson the
+    shared trunk learns for every head. The copy trades at one size, which validation judges
+    and the saved model keeps (benchmarks/RESULTS.md, thirty-fourth round).
+    """
+    if leverage is None:
+        return policy
+    with torch.random.fork_rng(devices=[]):  # building draws initial weights: not training's
+        pinned = type(policy)(**policy._get_constructor_parameters()).to(policy.device)
+    pinned.load_state_dict(policy.state_dict())
+    pinned.decision_heads.pin("leverage", leverage)
+    pinned.set_training_mode(False)
+    return pinned
+
+
 def validate(
     model: BaseAlgorithm,
     envs: Mapping[str, TradingEnv],
     run: RunDir,
     train_sharpe: float = math.nan,
     select_by: SelectBy = "sharpe",
+    leverage: int | None = None,
 ) -> dict[str, Any]:
     """Backtest `model`'s deterministic policy over each env's range; record the pass in `run`.
 
@@ -51,11 +72,11 @@ def validate(
     episodes since the last pass, NaN if none ended), `generalization_gap` (that minus the
     validation Sharpe), and the pass's `score` by `select_by` with its `score_standard_error`
     (`validation_score`). `run.best_model` is saved (atomically) when the score is finite and
-    beats every earlier pass's. Returns the entry.
+    beats every earlier pass's. With `leverage` the policy validated and saved is `deployed`'s
+    copy, pinned to that level. Returns the entry.
     """
-    return validate_policy(
-        policy_of(model), model.num_timesteps, envs, run, train_sharpe, select_by
-    )
+    policy = deployed(policy_of(model), leverage)
+    return validate_policy(policy, model.num_timesteps, envs, run, train_sharpe, select_by)
 
 
 def validate_policy(

@@ -184,7 +184,8 @@ class ValidationCallback(PeriodicCallback):
     generalization gap under `generalization/...`: the mean Sharpe ratio of the training
     episodes that ended since the last pass, the validation Sharpe, and their difference. With
     `patience` > 0, training stops once that many passes in a row have not beaten the best
-    validation score (early stopping; the best model is kept either way).
+    validation score (early stopping; the best model is kept either way). With `leverage` (a
+    level's index, `RunConfig.deployed_leverage`) each pass validates the policy pinned to it.
     """
 
     def __init__(
@@ -195,12 +196,14 @@ class ValidationCallback(PeriodicCallback):
         patience: int = 0,
         start: int = 0,
         select_by: SelectBy = "sharpe",
+        leverage: int | None = None,
     ) -> None:
         super().__init__(every, start)
         self.envs = envs
         self.run = run
         self.patience = patience
         self.select_by = select_by
+        self.leverage = leverage
         self._episode_sharpes: list[float] = []
 
     def _on_step(self) -> bool:
@@ -214,7 +217,9 @@ class ValidationCallback(PeriodicCallback):
             warnings.simplefilter("ignore", RuntimeWarning)
             train_sharpe = float(np.nanmean(self._episode_sharpes or [np.nan]))
         self._episode_sharpes.clear()
-        entry = validate(self.model, self.envs, self.run, train_sharpe, self.select_by)
+        entry = validate(
+            self.model, self.envs, self.run, train_sharpe, self.select_by, self.leverage
+        )
         for key, value in entry.items():
             if key == "instruments":
                 for name, metrics in value.items():
