@@ -13,7 +13,9 @@ The yardstick of ../shared/LEARNING.md, in one run:
    through the same engine and costs:
    - the oracle knows the hidden state (an upper bound), and the fair ceiling knows the
      generator's parameters but infers the state from past bars (HMM forward / Kalman filter),
-     each with its knobs tuned on the training bars (`envs.synthetic.references`);
+     each with its knobs tuned on the training bars (`envs.synthetic.references`) and trading
+     at the env's leverage levels, or with `policy.deployed_leverage` at that level alone, the
+     only one the agent's saved policy trades at (`learning_scoring.reference_env`);
    - buy-and-hold is the product's baseline (long 1x from the first open, no stop);
    - on the kinds of `ESTIMATED_KINDS` (all but crash risk), the estimated ceiling is the fair
      ceiling's rule with the generator's parameters fitted to the training bars
@@ -94,14 +96,15 @@ from learning_report import BLOCK, blocks_table, finite, print_report, seed_list
 from learning_reselect import ReselectError, reselect
 from learning_scoring import (
     FRESH_SERIES,
-    REFERENCES,
     contest_fields,
     estimated_on_own_tail,
     held_by_state,
     real_figures,
+    reference_env,
     score_trained_agent,
     synthetic_series,
     tail_figures,
+    tail_references,
     training_bars_growth,
 )
 
@@ -134,7 +137,6 @@ def run_synthetic(job: Job) -> dict[str, Any]:
     """Train on one generated series and score the agent against the references on its tail."""
     import torch
 
-    from envs.synthetic import rule_actions, run_actions, tune_knobs
     from training.config import load_config
     from training.evaluation.selection import best_pass
     from training.evaluation.validation import read_validation_history
@@ -156,16 +158,12 @@ def run_synthetic(job: Job) -> dict[str, Any]:
     history = read_validation_history(run)
     splits = split.splits[0]
     tail = splits.test
-    # Each reference tunes its knobs on the training bars, never on the tail.
-    knobs = {rule: tune_knobs(series, cfg.env, rule, splits.train) for rule in REFERENCES}
-    references = {}
-    for rule in REFERENCES:
-        actions = rule_actions(series, cfg.env, rule, knobs[rule], start=tail.start)
-        references[rule] = run_actions(series, cfg.env, actions, tail).log_growth
-
+    references = tail_references(series, reference_env(cfg), splits)
     hold = math.log1p(metrics["buy_and_hold"]["total_return_pct"] / 100.0)
     edge = references["ceiling"] - hold
-    estimated = estimated_on_own_tail(job.kind, job.seed, series, tail, cfg.env, hold, edge)
+    estimated = estimated_on_own_tail(
+        job.kind, job.seed, series, tail, reference_env(cfg), hold, edge
+    )
     scores = score_trained_agent(job.kind, job.seed, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
     chosen = history[best_pass(history) or 0]  # the pass the run kept, by its score
@@ -417,22 +415,29 @@ def rescore(out: Path, n_fresh: int, jobs: int) -> int:
 
 
 def _score_result(result: dict[str, Any], n_fresh: int) -> dict[str, Any]:
-    """A saved run's scores again: on fresh series, the probe, and the estimated ceiling on its
-    own tail (under the run's env config, as scored at training)."""
+    """A saved run's scores again: the references and the agent's share on its own tail, the
+    estimated ceiling there, and its scores on fresh series and the probe (under the run's
+    config, as scored at training, with today's references)."""
     import torch
 
     from training.config import load_config
 
     torch.set_num_threads(1)
     kind, seed, hold = result["kind"], result["seed"], result["growth_buy_and_hold"]
-    env_config = load_config(Path(result["run"]) / "config.yaml", []).env
-    edge = result["growth_ceiling"] - hold
+    run = Path(result["run"])
+    env_config = reference_env(load_config(run / "config.yaml", []))
     series, split = synthetic_series(kind, seed)
     splits = split.splits[0]
+    references = tail_references(series, env_config, splits)
+    agent = json.loads((run / "report" / "metrics.json").read_text())["agent"]
+    edge = references["ceiling"] - hold
     return {
+        "growth_ceiling": references["ceiling"],
+        "growth_oracle": references["oracle"],
+        **tail_figures(agent, hold, references["ceiling"]),
         "growth_training_bars": training_bars_growth(series.market, splits.train),
         **estimated_on_own_tail(kind, seed, series, splits.test, env_config, hold, edge),
-        **score_trained_agent(kind, seed, Path(result["run"]), n_fresh),
+        **score_trained_agent(kind, seed, run, n_fresh),
     }
 
 

@@ -47,6 +47,29 @@ def tail_figures(agent: dict[str, Any], hold: float, ceiling: float) -> dict[str
 REFERENCES = ("oracle", "ceiling")
 
 
+def reference_env(config: Any) -> Any:
+    """The env config the references (oracle, ceilings, buy-and-hold, sized hold) trade under,
+    for an agent trained under run config `config`: its env, and where
+    `policy.deployed_leverage` is set, that level alone, the only one the agent's saved policy
+    trades at. The ceiling is then tuned over what the agent can do, not over the levels its
+    leverage head only explored in training."""
+    level = config.policy.deployed_leverage
+    return config.env if level is None else replace(config.env, leverage_levels=(level,))
+
+
+def tail_references(series: Any, env_config: Any, split: Any) -> dict[str, float]:
+    """Log growth over the tail (`split.test`) of `series` of each of `REFERENCES`, their
+    knobs tuned on the training bars (`split.train`), never on the tail."""
+    from envs.synthetic import rule_actions, run_actions, tune_knobs
+
+    tail, growth = split.test, {}
+    for rule in REFERENCES:
+        knobs = tune_knobs(series, env_config, rule, split.train)
+        actions = rule_actions(series, env_config, rule, knobs, start=tail.start)
+        growth[rule] = run_actions(series, env_config, actions, tail).log_growth
+    return growth
+
+
 # Kinds whose parameters `envs.synthetic.estimation` fits: the estimated ceiling is scored there.
 ESTIMATED_KINDS = (
     "random_walk",
@@ -149,6 +172,7 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
     from training.evaluation.fast_inference import FastPolicy
 
     env_config = model.config.env  # the run's, with the bars per year it trained under
+    references = reference_env(model.config)  # what the references trade under
     regime = kind in EXPECTED_KINDS
     rules = ["agent", *(["estimated"] if kind in ESTIMATED_KINDS else [])]
     if env_config.volatility_target is not None:
@@ -165,14 +189,14 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
         runs = {"agent": _record_growths(series, env.core.first_bar, record, regime)}
         if "estimated" in rules:
             runs["estimated"] = _run_growths(
-                series, estimated_run(kind, seed, series, tail, env_config), regime
+                series, estimated_run(kind, seed, series, tail, references), regime
             )
         if "sized_hold" in rules:
-            hold = buy_and_hold_actions(env_config, len(series.market))
+            hold = buy_and_hold_actions(references, len(series.market))
             runs["sized_hold"] = _run_growths(
-                series, run_actions(series, env_config, hold, tail, sized=True), regime
+                series, run_actions(series, references, hold, tail, sized=True), regime
             )
-        runs.update(fresh_references(kind, k, env_config))
+        runs.update(fresh_references(kind, k, references))
         for name, (realized, mean) in runs.items():
             growths[name].append(realized)
             if regime:

@@ -113,6 +113,30 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
     assert "training bars: g_bh" in done.stdout
 
 
+def test_the_references_trade_only_at_the_leverage_the_agent_is_deployed_at() -> None:
+    """With `policy.deployed_leverage` the agent's saved policy trades at that level alone, so
+    the ceiling it is measured against is tuned over that level, not over the levels its head
+    explored in training; without it, over the env's."""
+    from training.config import DEFAULT_CONFIG_PATH, load_config
+
+    scoring = scoring_module()
+    both, deployed, one = (
+        load_config(DEFAULT_CONFIG_PATH, sets)
+        for sets in (
+            ["env.leverage_levels=[0.5,1]"],
+            ["env.leverage_levels=[0.5,1]", "policy.deployed_leverage=1"],
+            ["env.leverage_levels=[1]"],
+        )
+    )
+    assert scoring.reference_env(both) is both.env
+    assert scoring.reference_env(deployed) == one.env
+    series, split = scoring.synthetic_series("turbulence_regimes", 0)
+    at_one = scoring.tail_references(series, scoring.reference_env(deployed), split.splits[0])
+    assert at_one == scoring.tail_references(series, one.env, split.splits[0])
+    with_half = scoring.tail_references(series, both.env, split.splits[0])
+    assert with_half["ceiling"] != at_one["ceiling"]  # it holds 0.5x in turbulent spells
+
+
 def report_module():
     """benchmarks/learning_report.py, the benchmark's tables, as a module."""
     learning_module()  # puts benchmarks/ on the path
