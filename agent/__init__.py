@@ -4,7 +4,7 @@ from agent.config import TrunkConfig
 from agent.distribution import MultiHeadDistribution
 from agent.extractor import MarketAccountExtractor
 from agent.heads import DecisionHeads
-from agent.policy import MultiHeadPolicy, policy_of
+from agent.policy import MultiHeadPolicy, built_like, policy_of
 from agent.trunk import AttentionTrunk
 
 __all__ = [
@@ -14,5 +14,6 @@ __all__ = [
     "MultiHeadDistribution",
     "MultiHeadPolicy",
     "TrunkConfig",
+    "built_like",
     "policy_of",
 ]

@@ -244,6 +244,15 @@ def policy_of(model: BaseAlgorithm) -> MultiHeadPolicy:
     return policy
 
 
+def built_like(policy: MultiHeadPolicy, **changes: Any) -> MultiHeadPolicy:
+    """A fresh policy built as `policy` was (SB3's constructor parameters, `changes` replacing
+    some of them), on its device. Its initial weights are drawn inside `torch.random.fork_rng`,
+    so building it leaves the caller's random streams (training's) where they were."""
+    params = {**policy._get_constructor_parameters(), **changes}
+    with torch.random.fork_rng(devices=[]):
+        return type(policy)(**params).to(policy.device)
+
+
 def _float64(tensor: torch.Tensor) -> np.ndarray:
     """A float64 NumPy copy of a parameter (or of parameters concatenated)."""
     return tensor.detach().to("cpu", torch.float64).numpy().copy()

@@ -17,7 +17,7 @@ import dataclasses
 
 import torch
 
-from agent.policy import MultiHeadPolicy
+from agent.policy import MultiHeadPolicy, built_like
 from agent.trunk import AttentionTrunk
 
 
@@ -64,10 +64,8 @@ def prune_policy(policy: MultiHeadPolicy, keep: torch.Tensor) -> MultiHeadPolicy
     new moments).
     """
     trunk = prune_trunk(policy.trunk, keep)
-    params = policy._get_constructor_parameters()
-    params["trunk"] = {**policy.trunk_config, "heads_per_layer": trunk.config.heads_per_layer}
-    with torch.random.fork_rng(devices=[]):
-        pruned = type(policy)(**params).to(policy.device)
+    heads_per_layer = trunk.config.heads_per_layer
+    pruned = built_like(policy, trunk={**policy.trunk_config, "heads_per_layer": heads_per_layer})
     others = {key: value for key, value in policy.state_dict().items() if ".trunk." not in key}
     missing, unexpected = pruned.load_state_dict(others, strict=False)
     if unexpected or not all(".trunk." in key for key in missing):

@@ -158,12 +158,11 @@ def run_synthetic(job: Job) -> dict[str, Any]:
     history = read_validation_history(run)
     splits = split.splits[0]
     tail = splits.test
-    references = tail_references(series, reference_env(cfg), splits)
+    env_config = reference_env(cfg)  # what the references trade under
+    references = tail_references(series, env_config, splits)
     hold = math.log1p(metrics["buy_and_hold"]["total_return_pct"] / 100.0)
     edge = references["ceiling"] - hold
-    estimated = estimated_on_own_tail(
-        job.kind, job.seed, series, tail, reference_env(cfg), hold, edge
-    )
+    estimated = estimated_on_own_tail(job.kind, job.seed, series, tail, env_config, hold, edge)
     scores = score_trained_agent(job.kind, job.seed, run.root, job.fresh_series)
     by_state = held_by_state(run.report / "equity.csv", series.state, tail)
     chosen = history[best_pass(history) or 0]  # the pass the run kept, by its score

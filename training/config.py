@@ -386,7 +386,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)  # length, checkpoints, eval, logs
 
     @property
-    def deployed_leverage(self) -> int | None:
+    def deployed_leverage_index(self) -> int | None:
         """The index in `env.leverage_levels` of `policy.deployed_leverage`, the level every
         validated and saved policy trades at; None where the leverage head chooses."""
         level = self.policy.deployed_leverage

@@ -41,7 +41,7 @@ from training.evaluation.validation import (
     generalization_summary,
     never_beat_flat,
     read_validation_history,
-    validate,
+    validate_policy,
 )
 from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.callbacks import (
@@ -270,19 +270,18 @@ def learn(
         callbacks.append(
             ValidationCallback(
                 validation_envs, run, train.eval_every, train.patience, train.eval_start,
-                train.select_by, cfg.deployed_leverage,
+                train.select_by, cfg.deployed_leverage_index,
             )
         )  # fmt: skip
     checkpoint = run.latest_checkpoint() if resume else None
     model = fit(cfg, train_ranges, run, callbacks=callbacks, checkpoint=checkpoint)
     # The final model as deployed too (checkpoints keep the policy as it trains, for --resume)
-    final = deployed(policy_of(model), cfg.deployed_leverage)
+    final = deployed(policy_of(model), cfg.deployed_leverage_index)
     write_model_file(run.final_model, final, model.num_timesteps)
     if not run.best_model.exists() and validation_envs:  # no pass saved one: validate the final
-        validate(
-            model, validation_envs, run, select_by=cfg.train.select_by,
-            leverage=cfg.deployed_leverage,
-        )  # fmt: skip
+        validate_policy(
+            final, model.num_timesteps, validation_envs, run, select_by=cfg.train.select_by
+        )
 
 
 def _learn_part(

@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
-import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from agent import MultiHeadPolicy, policy_of
+from agent import MultiHeadPolicy, built_like, policy_of
 from envs import TradingEnv
 from training.config import SelectBy
 from training.evaluation.fast_inference import FastPolicy
@@ -38,7 +37,7 @@ from training.run.model_file import write_model_file
 
 def deployed(policy: MultiHeadPolicy, leverage: int | None) -> MultiHeadPolicy:
     """The policy a run validates and saves: `policy` itself, or where `leverage` is the index
-    of a level (`RunConfig.deployed_leverage`) a copy whose leverage head always chooses it.
+    of a level (`RunConfig.deployed_leverage_index`) a copy whose leverage head always chooses it.
 
     Training samples every level, so the leverage head explores the size of the position, and
     the advantage of one size over another changes sign with the market's trend: a lesson the
@@ -47,8 +46,7 @@ def deployed(policy: MultiHeadPolicy, leverage: int | None) -> MultiHeadPolicy:
     """
     if leverage is None:
         return policy
-    with torch.random.fork_rng(devices=[]):  # building draws initial weights: not training's
-        pinned = type(policy)(**policy._get_constructor_parameters()).to(policy.device)
+    pinned = built_like(policy)
     pinned.load_state_dict(policy.state_dict())
     pinned.decision_heads.pin("leverage", leverage)
     pinned.set_training_mode(False)

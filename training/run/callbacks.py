@@ -185,7 +185,7 @@ class ValidationCallback(PeriodicCallback):
     episodes that ended since the last pass, the validation Sharpe, and their difference. With
     `patience` > 0, training stops once that many passes in a row have not beaten the best
     validation score (early stopping; the best model is kept either way). With `leverage` (a
-    level's index, `RunConfig.deployed_leverage`) each pass validates the policy pinned to it.
+    level's index, `RunConfig.deployed_leverage_index`) each pass validates the policy pinned to it.
     """
 
     def __init__(
