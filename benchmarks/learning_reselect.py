@@ -160,14 +160,22 @@ def _trains_as(cfg: Any) -> dict[str, Any]:
     return raw
 
 
+def _builds_as(trains_as: dict[str, Any], built: bool) -> dict[str, Any]:
+    """What of `trains_as` (`_trains_as`) decides a contender: all of it for a trained one; for
+    a built one (the hold contender, `training.run.challenger.prepare_hold`) every section but
+    `train`, since no training key changes the hold action it always takes (its validation is
+    ranked by `train.select_by`, a selection key, rescored by `_keep_pass`)."""
+    return trains_as if not built else {k: v for k, v in trains_as.items() if k != "train"}
+
+
 def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
     """Where each contender of `cfg`'s run `label` comes from: the name of each contender
     of `contest_configs` (or "" for the run itself, where `cfg` holds no contest) and the
     folder of the first of `runs` (earlier runs of the same kind and seed) that trained one as
     `cfg` trains it (`_trains_as`): a trained contender of theirs (or the run itself where it
     held no contest) for a trained one, a hold contender for the hold contender (built from the
-    same config as the incumbent, never trained). Raises `ReselectError` naming the first
-    contender none of `runs` has."""
+    same config as the incumbent, never trained: its train keys aside, `_builds_as`). Raises
+    `ReselectError` naming the first contender none of `runs` has."""
     from training.config import SELECTION_KEYS, load_config
     from training.run.challenger import TRAINED, contest_configs
     from training.run.folder import RunDir
@@ -186,8 +194,9 @@ def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
     }
     plan = {}
     for name, wanted_cfg in wanted.items():
-        target = _trains_as(wanted_cfg)
-        found = [f for f in candidates[name == "hold"] if trains_as[f.root] == target]
+        built = name == "hold"
+        target = _builds_as(_trains_as(wanted_cfg), built)
+        found = [f for f in candidates[built] if _builds_as(trains_as[f.root], built) == target]
         if not found:
             raise ReselectError(
                 f"--reselect: {label}: no run of the reports "

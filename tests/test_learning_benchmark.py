@@ -528,6 +528,21 @@ def test_reselect_takes_each_contender_from_the_run_that_trained_it(tmp_path: Pa
         "hold",
     ]
 
+    # The contenders swapped: the incumbent trained as `plain`'s challenger and the challenger as
+    # its incumbent, from `plain` alone. The hold contender, built and never trained, is taken
+    # from `plain` though the incumbent's training keys changed.
+    swap = ("--set", "train.direction_outcomes=0.2", "--set",
+            'train.challenger=["train.direction_outcomes=0"]')  # fmt: skip
+    done = benchmark("--reselect", str(plain), *swap, "--fresh-series", "0", "--jobs", "1",
+                     "--out", str(tmp_path / "swapped"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads((tmp_path / "swapped" / "learning.json").read_text())["synthetic"]
+    run, origin = Path(result["run"]), Path(source["run"])
+    takes = {"incumbent": "challenger", "challenger": "incumbent", "hold": "hold"}
+    for contender, taken in takes.items():
+        kept = _weights(run / contender / "final_model.safetensors")
+        assert kept == _weights(origin / taken / "final_model.safetensors")
+
 
 def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: Path) -> None:
     def benchmark(*args: str) -> subprocess.CompletedProcess:
