@@ -160,6 +160,54 @@ def test_the_challenger_wins_only_where_the_training_bars_hint_at_it(
     assert "could" not in format_contest(without)
 
 
+@pytest.mark.parametrize(
+    ("evidence", "incumbent", "challenger", "kept", "clause"),
+    [
+        # Past returns predict later ones (persistence): the incumbent must beat the challenger
+        (Evidence(0.5, 1.0, 0.005), 1.24, 0.5, "challenger", "the challenger was the prior: the "
+         "training bars' returns persist at p = 0.005, below 0.01"),
+        (Evidence(0.5, 1.0, 0.005), 1.26, 0.5, "incumbent", "the challenger was the prior"),
+        (Evidence(0.005, 1.0, 0.5), 0.9, 1.0, "challenger", "momentum predicts the next "
+         "decision's return at p = 0.005, below 0.01"),
+        # No test of the returns below the level (the tail's is a stop's): the usual contest
+        (Evidence(0.02, 0.001, 0.5), 0.5, 1.24, "incumbent", "the incumbent was the prior: the "
+         "training bars' returns predict none below 0.01 (momentum p = 0.02, persistence "
+         "p = 0.5)"),
+        (Evidence(0.02, 0.001, 0.5), 0.5, 1.26, "challenger", "the incumbent was the prior"),
+        (None, 0.5, 0.6, "incumbent", "(momentum not measurable, persistence not measurable)"),
+        # A challenger without a finite pass never leads, nor is kept
+        (Evidence(0.001, 1.0, 0.001), 0.2, None, "incumbent", "the incumbent was the prior"),
+    ],
+)  # fmt: skip
+def test_the_challenger_is_the_prior_where_the_training_bars_returns_predict(
+    tmp_path, evidence, incumbent, challenger, kept, clause
+):
+    run = RunDir(tmp_path)
+    for name, sharpe in (("incumbent", incumbent), ("challenger", challenger)):
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(history(sharpe)))
+        folder.final_model.write_bytes(name.encode())
+        if sharpe is not None:
+            folder.best_model.write_bytes(f"best {name}".encode())
+    choice = keep_better_contender(run, rules(challenger_prior=0.01), evidence)
+    assert choice["kept"] == kept
+    led = evidence is not None and challenger is not None and evidence.predicts_returns(0.01)
+    assert choice["challenger_led"] == led and choice["challenger_prior_level"] == 0.01
+    to_beat = (challenger if led else incumbent) + 0.75  # 1.5 / sqrt(4 years)
+    assert choice["score_to_beat"] == pytest.approx(to_beat)
+    measured = evidence or Evidence(None, None)
+    assert choice["evidence_p_value"] == measured.momentum
+    assert choice["persistence_p_value"] == measured.persistence
+    assert_adopted(run, run.contender(kept))
+    shown = format_contest(choice)
+    assert clause in shown
+    leader, other = ("incumbent", "challenger") if led else ("challenger", "incumbent")
+    assert f"the {leader} had to beat" in shown and f"above the {other}" in shown
+    unread = keep_better_contender(run, rules(), evidence)  # no level: the usual contest
+    assert "challenger_led" not in unread and "prior" not in format_contest(unread)
+
+
 def test_a_run_measures_the_evidence_on_its_own_training_bars(tmp_path):
     run = tmp_path / "run"
     gate = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.challenger_evidence=1"]
@@ -170,6 +218,12 @@ def test_a_run_measures_the_evidence_on_its_own_training_bars(tmp_path):
     expected = momentum_evidence(cfg, data.ranges("train", 1, cfg.env.window))
     assert choice["evidence_level"] == 1.0
     assert choice["evidence_p_value"] == pytest.approx(expected) and expected < 1.0
+    # The challenger's prior reads the same bars, and leads where their returns predict at 1
+    again = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.challenger_prior=1"]
+    assert train(tmp_path / "prior", *CHALLENGE, *again) == 0
+    choice = json.loads(RunDir(tmp_path / "prior").contest.read_text())
+    assert choice["challenger_prior_level"] == 1.0 and choice["challenger_led"]
+    assert choice["evidence_p_value"] == pytest.approx(expected)
 
 
 def test_the_hold_contender_always_holds_and_is_compared_on_the_same_bars(held):
@@ -423,6 +477,8 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
         (["train.challenger_evidence=0"], "train.challenger_evidence: expected a p-value level"),
         (["train.challenger_evidence=1.5"], "above 0 and at most 1, or null for none"),
         (['train.challenger=["train.challenger_evidence=0.5"]'], "other than train.challenger"),
+        (["train.challenger_prior=0"], "train.challenger_prior: expected a p-value level"),
+        (['train.challenger=["train.challenger_prior=0.5"]'], "other than train.challenger"),
         (["train.hold_margin=1", "train.restarts=2"], "no hold contender with"),
         (
             ["train.hold_margin=1", "train.hold_evidence=0"],

@@ -275,6 +275,10 @@ class TrainConfig:
     # The challenger may win only where the training bars' momentum predicts the next decision's
     # return at this p-value (the direction teacher's test, run/teacher.py); None: anywhere
     challenger_evidence: float | None = None
+    # Where the training bars' momentum or persistence test finds at this p-value that past
+    # returns predict later ones, the challenger is the prior: the incumbent is kept there only
+    # when it validates better than the challenger by challenger_margin; None: never
+    challenger_prior: float | None = None
     hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
     # What holding must beat by hold_margin: the kept policy's "best" validation pass, or the
     # "median" of its passes (the best of several leans the comparison towards the policy)
@@ -333,6 +337,11 @@ class TrainConfig:
                 (
                     "challenger_evidence",
                     self.challenger_evidence is None or 0 < self.challenger_evidence <= 1,
+                    "a p-value level above 0 and at most 1, or null for none",
+                ),
+                (
+                    "challenger_prior",
+                    self.challenger_prior is None or 0 < self.challenger_prior <= 1,
                     "a p-value level above 0 and at most 1, or null for none",
                 ),
                 (
@@ -681,6 +690,7 @@ NO_CONTEST: dict[str, Any] = {"challenger": (), "hold_margin": None, "hold_evide
 _CONTEST_CHOICE_KEYS = (
     "train.challenger_margin",
     "train.challenger_evidence",
+    "train.challenger_prior",
     "train.hold_margin",
     "train.hold_against",
     "train.hold_evidence",
@@ -699,7 +709,7 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     in `train.challenger` applied in order, and no contest of its own (no challenger, no hold).
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
-    (`_CONTEST_KEYS`: `train.challenger`, its margin and evidence, holding's keys
+    (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
     (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`),
     `train.restarts`, `train.run_dir`): both trainings read the same data through the same env
     and are compared on the same validation bars. Raises `ConfigError`, one line naming

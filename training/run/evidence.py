@@ -60,6 +60,10 @@ TAIL_WINDOW = 64  # returns before each bar that set its scale: the features' vo
 MAD_PER_SD = 0.6745  # median absolute deviation of a normal, in standard deviations
 
 
+# The tests (`Evidence` fields) that find past returns predicting later ones
+PREDICTING_TESTS = ("momentum", "persistence")
+
+
 @dataclass(frozen=True)
 class Evidence:
     """The p-values of the training bars' structure; None where a test cannot be measured (no
@@ -85,6 +89,12 @@ class Evidence:
     def shows_structure(self, level: float) -> bool:
         """Whether any test finds structure at p below `level`."""
         return bool(self.below(level))
+
+    def predicts_returns(self, level: float) -> bool:
+        """Whether the momentum or the persistence test finds at p below `level` that past
+        returns predict later ones (the structure a direction head can learn; the tail test's
+        is a stop's)."""
+        return any(test in PREDICTING_TESTS for test in self.below(level))
 
 
 def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
