@@ -94,6 +94,21 @@ def history(sharpe: float | None, years: float = 4.0) -> list[dict]:
     return [{"timesteps": 128, "sharpe": sharpe, "years": years}]
 
 
+def contenders(root: Path, **sharpes: float | None) -> RunDir:
+    """A run in `root` with a folder for each contender named in `sharpes`: one validation pass
+    at that Sharpe, a final model, and a best model unless the Sharpe is None (no finite pass
+    saves none)."""
+    run = RunDir(root)
+    for name, sharpe in sharpes.items():
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(history(sharpe)))
+        folder.final_model.write_bytes(name.encode())
+        if sharpe is not None:
+            folder.best_model.write_bytes(f"best {name}".encode())
+    return run
+
+
 def assert_adopted(run: RunDir, source: RunDir) -> None:
     """`run` holds `source`'s best model, or its final one when it has no best."""
     if source.best_model.exists():
@@ -114,14 +129,7 @@ def assert_adopted(run: RunDir, source: RunDir) -> None:
     ],
 )
 def test_the_challenger_must_win_by_the_margin(tmp_path, incumbent, challenger, kept):
-    run = RunDir(tmp_path)
-    for name, sharpe in (("incumbent", incumbent), ("challenger", challenger)):
-        folder = run.contender(name)
-        folder.root.mkdir()
-        folder.validation_history.write_text(json.dumps(history(sharpe)))
-        folder.final_model.write_bytes(name.encode())  # no finite pass saves no best model
-        if sharpe is not None:
-            folder.best_model.write_bytes(f"best {name}".encode())
+    run = contenders(tmp_path, incumbent=incumbent, challenger=challenger)
     choice = keep_better_contender(run, rules())
     assert choice["kept"] == kept
     assert choice["score_to_beat"] == pytest.approx((incumbent or 0.0) + 0.75)
@@ -182,14 +190,7 @@ def test_the_challenger_wins_only_where_the_training_bars_hint_at_it(
 def test_the_challenger_is_the_prior_where_the_training_bars_returns_predict(
     tmp_path, evidence, incumbent, challenger, kept, clause
 ):
-    run = RunDir(tmp_path)
-    for name, sharpe in (("incumbent", incumbent), ("challenger", challenger)):
-        folder = run.contender(name)
-        folder.root.mkdir()
-        folder.validation_history.write_text(json.dumps(history(sharpe)))
-        folder.final_model.write_bytes(name.encode())
-        if sharpe is not None:
-            folder.best_model.write_bytes(f"best {name}".encode())
+    run = contenders(tmp_path, incumbent=incumbent, challenger=challenger)
     choice = keep_better_contender(run, rules(challenger_prior=0.01), evidence)
     assert choice["kept"] == kept
     led = evidence is not None and challenger is not None and evidence.predicts_returns(0.01)
@@ -266,15 +267,8 @@ def test_a_finished_hold_contest_resumes_as_it_was(held, capsys):
 def test_holding_must_beat_the_policy_kept_by_its_margin(
     tmp_path, incumbent, challenger, hold, kept
 ):
-    run = RunDir(tmp_path)
     sharpes = {"incumbent": incumbent, "challenger": challenger, "hold": hold}
-    for name, sharpe in sharpes.items():
-        folder = run.contender(name)
-        folder.root.mkdir()
-        folder.validation_history.write_text(json.dumps(history(sharpe)))
-        folder.final_model.write_bytes(name.encode())
-        if sharpe is not None:
-            folder.best_model.write_bytes(f"best {name}".encode())
+    run = contenders(tmp_path, **sharpes)
     choice = keep_better_contender(run, rules(hold_margin=1.0))  # 1.0 / sqrt(4) = 0.5
     assert choice["kept"] == kept
     before = "challenger" if (challenger or 0.0) > (incumbent or 0.0) + 0.75 else "incumbent"
