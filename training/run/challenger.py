@@ -178,8 +178,7 @@ def prepare_hold(cfg: RunConfig, run: RunDir, validation_envs: Mapping[str, Trad
 def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> Evidence | None:
     """`training_evidence` of the training `ranges` where `cfg`'s contest reads it (a
     `train.challenger` with a `train.challenger_evidence` or a `train.challenger_prior`, or a
-    `train.hold_evidence`); None,
-    and nothing fitted, elsewhere."""
+    `train.hold_evidence`); None, and nothing fitted, elsewhere."""
     train = cfg.train
     challenger_reads = bool(train.challenger) and (
         train.challenger_evidence is not None or train.challenger_prior is not None
@@ -284,8 +283,7 @@ def keep_better_contender(
         led = False
         if rules.challenger_prior is not None:
             choice["challenger_prior_level"] = rules.challenger_prior
-            for test, (key, _) in EVIDENCE_RECORD.items():
-                choice[key] = getattr(measured, test)
+            choice.update(evidence_record(measured))
             led = admitted and measured.predicts_returns(rules.challenger_prior)
             led = led and rows["challenger"]["best_validation_score"] is not None
             choice["challenger_led"] = led
@@ -305,8 +303,7 @@ def keep_better_contender(
             choice["hold_evidence_level"] = level
             if rules.hold_evidence_per == "family":
                 choice["hold_evidence_family_level"] = rules.hold_evidence
-            for test, (key, _) in EVIDENCE_RECORD.items():
-                choice[key] = getattr(measured, test)
+            choice.update(evidence_record(measured))
             structure = measured.shows_structure(level)
         if structure:
             to_beat = bar(kept, rules.hold_margin or 0.0, rules.hold_against)
@@ -400,17 +397,9 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
     with both tests' p-values."""
     level = choice["challenger_prior_level"]
     if choice.get("challenger_led"):
-        found = [
-            f"{EVIDENCE_FINDING[test]} at p = {getattr(evidence, test):.3g}"
-            for test in evidence.below(level)
-            if test in PREDICTING_TESTS
-        ]
-        findings = spoken_list(found)
-        return f"the challenger was the prior: the training bars' {findings}, below {level:g}"
-    momentum, persistence = (
-        "not measurable" if p is None else f"p = {p:.3g}"
-        for p in (evidence.momentum, evidence.persistence)
-    )
+        found = spoken_list(findings(evidence, level, PREDICTING_TESTS))
+        return f"the challenger was the prior: the training bars' {found}, below {level:g}"
+    momentum, persistence = map(p_value_text, (evidence.momentum, evidence.persistence))
     return (
         f"the incumbent was the prior: the training bars' returns predict none below {level:g} "
         f"(momentum {momentum}, persistence {persistence})"
@@ -421,6 +410,12 @@ def read_contest(run: RunDir) -> dict[str, Any] | None:
     """What `keep_better_contender` recorded in `run` (`run.contest`), or None where the run
     held no contest."""
     return json.loads(run.contest.read_text()) if run.contest.is_file() else None
+
+
+def evidence_record(evidence: Evidence) -> dict[str, float | None]:
+    """`evidence` as a contest records it in `challenger.json` (`EVIDENCE_RECORD`'s keys; read
+    back by `recorded_evidence`)."""
+    return {key: getattr(evidence, test) for test, (key, _) in EVIDENCE_RECORD.items()}
 
 
 def recorded_evidence(choice: Mapping[str, Any]) -> Evidence:
@@ -434,23 +429,36 @@ def describe_structure(evidence: Evidence, level: float, family: float | None = 
     (`train.hold_evidence`, or with a `family` level, `train.hold_evidence_per: family`, its
     share), as a clause: holding was a contender, and which tests found structure below
     `level`, or holding was the prior, with every p-value."""
-    found = [
-        f"{EVIDENCE_FINDING[test]} at p = {getattr(evidence, test):.3g}"
-        for test in evidence.below(level)
-    ]
+    found = findings(evidence, level)
     below = (
         f"{level:.3g}" if family is None else f"{family:g} / {round(family / level)} = {level:.3g}"
     )
     if found:
         return f"holding was a contender: the training bars' {spoken_list(found)}, below {below}"
-    momentum, tail, persistence = (
-        "not measurable" if p is None else f"p = {p:.3g}"
-        for p in (evidence.momentum, evidence.tail, evidence.persistence)
+    momentum, tail, persistence = map(
+        p_value_text, (evidence.momentum, evidence.tail, evidence.persistence)
     )
     return (
         f"holding was the prior: no test of the training bars finds structure below {below} "
         f"(momentum {momentum}, extreme moves {tail}, persistence {persistence})"
     )
+
+
+def findings(
+    evidence: Evidence, level: float, tests: Sequence[str] = tuple(EVIDENCE_FINDING)
+) -> list[str]:
+    """What each of `tests` found in the training bars' `evidence` below `level`, with its
+    p-value, as the training log says it (`EVIDENCE_FINDING`)."""
+    return [
+        f"{EVIDENCE_FINDING[test]} at p = {getattr(evidence, test):.3g}"
+        for test in evidence.below(level)
+        if test in tests
+    ]
+
+
+def p_value_text(p_value: float | None) -> str:
+    """A test's p-value as the training log says it: "p = 0.0123", or "not measurable"."""
+    return "not measurable" if p_value is None else f"p = {p_value:.3g}"
 
 
 def spoken_list(names: Sequence[str]) -> str:
