@@ -15,6 +15,7 @@ from training.run.challenger import format_contest, keep_better_contender
 from training.run.data import RunData
 from training.run.evidence import (
     Evidence,
+    halves_evidence,
     momentum_evidence,
     persistence_evidence,
     tail_evidence,
@@ -209,6 +210,33 @@ def test_the_challenger_is_the_prior_where_the_training_bars_returns_predict(
     assert "challenger_led" not in unread and "prior" not in format_contest(unread)
 
 
+@pytest.mark.parametrize(
+    ("evidence", "led", "clause"),
+    [
+        (Evidence(0.5, 1.0, 0.005, halves=0.03), True, "the challenger was the prior: the "
+         "training bars' returns persist at p = 0.005, below 0.01, and each half of them at "
+         "p = 0.03, below 0.05"),
+        (Evidence(0.5, 1.0, 0.005, halves=0.2), False, "the incumbent was the prior: the "
+         "training bars' returns persist at p = 0.005, below 0.01, but each half of them at "
+         "p = 0.2, not below 0.05"),
+        (Evidence(0.5, 1.0, 0.005), False, "but each half of them not measurable, not below"),
+        # The halves alone are not the whole range's evidence
+        (Evidence(0.5, 1.0, 0.5, halves=0.001), False, "returns predict none below 0.01"),
+    ],
+)  # fmt: skip
+def test_with_halves_the_challenger_leads_only_where_each_half_shows_it_too(
+    tmp_path, evidence, led, clause
+):
+    run = contenders(tmp_path, incumbent=1.0, challenger=0.9)
+    choice = keep_better_contender(
+        run, rules(challenger_prior=0.01, challenger_prior_halves=0.05), evidence
+    )
+    assert choice["challenger_led"] == led and choice["challenger_prior_halves_level"] == 0.05
+    assert choice["kept"] == ("challenger" if led else "incumbent")
+    assert choice["halves_p_value"] == evidence.halves
+    assert clause in format_contest(choice)
+
+
 def test_a_run_measures_the_evidence_on_its_own_training_bars(tmp_path):
     run = tmp_path / "run"
     gate = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.challenger_evidence=1"]
@@ -225,6 +253,15 @@ def test_a_run_measures_the_evidence_on_its_own_training_bars(tmp_path):
     choice = json.loads(RunDir(tmp_path / "prior").contest.read_text())
     assert choice["challenger_prior_level"] == 1.0 and choice["challenger_led"]
     assert choice["evidence_p_value"] == pytest.approx(expected)
+    assert choice["halves_p_value"] is None  # read only where asked
+    # With the halves asked for, it reads each half of the same bars too
+    halves = [*again, "--set", "train.challenger_prior_halves=1"]
+    assert train(tmp_path / "halves", *CHALLENGE, *halves) == 0
+    choice = json.loads(RunDir(tmp_path / "halves").contest.read_text())
+    cfg = load_config(RunDir(tmp_path / "halves").config)
+    expected = halves_evidence(cfg, data.ranges("train", 1, cfg.env.window))
+    assert expected is not None and choice["halves_p_value"] == pytest.approx(expected)
+    assert choice["challenger_led"] == (expected < 1.0)
 
 
 def test_the_hold_contender_always_holds_and_is_compared_on_the_same_bars(held):
@@ -473,6 +510,14 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
         (['train.challenger=["train.challenger_evidence=0.5"]'], "other than train.challenger"),
         (["train.challenger_prior=0"], "train.challenger_prior: expected a p-value level"),
         (['train.challenger=["train.challenger_prior=0.5"]'], "other than train.challenger"),
+        (
+            ["train.challenger_prior=0.01", "train.challenger_prior_halves=0"],
+            "train.challenger_prior_halves: expected a p-value level",
+        ),
+        (
+            ["train.challenger_prior_halves=0.05"],
+            "train.challenger_prior_halves: expected null without a challenger prior",
+        ),
         (["train.hold_margin=1", "train.restarts=2"], "no hold contender with"),
         (
             ["train.hold_margin=1", "train.hold_evidence=0"],

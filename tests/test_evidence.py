@@ -15,6 +15,7 @@ from training.run.evidence import (
     TAIL_WINDOW,
     Evidence,
     binomial_upper_tail,
+    halves_evidence,
     momentum_evidence,
     persistence_evidence,
     tail_evidence,
@@ -152,6 +153,42 @@ def test_the_variance_ratio_test_pools_ranges_and_skips_short_ones():
     assert persistence_evidence([short], 16) is None
     assert persistence_evidence([short, (market, bars)], 16) == pytest.approx(one)
     assert persistence_evidence([(market, bars)], 1) is None  # no horizon to sum over
+
+
+def test_the_halves_are_read_apart_and_both_must_show_predictable_returns():
+    """Trends in the first half only: the whole range shows them, the halves' reading is the
+    second half's, which shows nothing; trends in both halves: each half shows them."""
+    cfg = load_config(None, ["env.momentum_horizons=[16,64]", "env.decision_interval=5"])
+    horizon = 64
+    rng = np.random.default_rng(3)
+    noise = rng.normal(0, 0.01, 3000)
+    spells = np.repeat(rng.choice([-1.0, 1.0], 3000 // 100), 100) * 0.003  # 100-bar trends
+    first_only = walk(noise + np.where(np.arange(3000) < 1500, spells, 0.0))
+    ((market, _),) = first_only
+    halves = [[(market, range(0, 1500))], [(market, range(1500, 3001))]]
+    smallest = [
+        min(momentum_evidence(cfg, half), persistence_evidence(half, horizon)) for half in halves
+    ]
+    assert smallest[0] < 1e-3 < 0.1 < smallest[1]
+    assert halves_evidence(cfg, first_only) == max(smallest)
+    assert persistence_evidence(first_only, horizon) < 0.01  # the whole range shows them
+    everywhere = walk(noise + spells)
+    assert halves_evidence(cfg, everywhere) < 1e-3
+    # Each range is cut at its own middle, the first halves read together, the second too: one
+    # range trending in its first half and one in its second show trends in both
+    second_only = walk(noise + np.where(np.arange(3000) >= 1500, spells, 0.0))
+    assert halves_evidence(cfg, second_only) > 0.1
+    assert halves_evidence(cfg, first_only + second_only) < 1e-3
+    assert halves_evidence(load_config(None, ["env.momentum_horizons=[]"]), everywhere) is None
+    assert halves_evidence(cfg, [(market, range(0, 100))]) is None  # too few bars in a half
+
+
+def test_the_halves_reading_is_no_test_of_structure_of_its_own():
+    evidence = Evidence(0.5, 0.5, 0.5, halves=0.001)
+    assert evidence.below(0.01) == () and not evidence.predicts_returns(0.01)
+    assert evidence.level_per_test(0.1, "family") == pytest.approx(0.1 / 3)
+    assert evidence.predicts_in_halves(0.01) and not evidence.predicts_in_halves(0.001)
+    assert not Evidence(0.001, 0.5, 0.001).predicts_in_halves(1.0)  # not read
 
 
 @pytest.mark.parametrize(

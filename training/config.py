@@ -279,6 +279,9 @@ class TrainConfig:
     # returns predict later ones, the challenger is the prior: the incumbent is kept there only
     # when it validates better than the challenger by challenger_margin; None: never
     challenger_prior: float | None = None
+    # With challenger_prior, the challenger is the prior only where each half of the training
+    # bars also finds past returns predicting later ones at this p-value; None: the whole alone
+    challenger_prior_halves: float | None = None
     hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
     # What holding must beat by hold_margin: the kept policy's "best" validation pass, or the
     # "median" of its passes (the best of several leans the comparison towards the policy)
@@ -343,6 +346,16 @@ class TrainConfig:
                     "challenger_prior",
                     self.challenger_prior is None or 0 < self.challenger_prior <= 1,
                     "a p-value level above 0 and at most 1, or null for none",
+                ),
+                (
+                    "challenger_prior_halves",
+                    self.challenger_prior_halves is None or 0 < self.challenger_prior_halves <= 1,
+                    "a p-value level above 0 and at most 1, or null for none",
+                ),
+                (
+                    "challenger_prior_halves",
+                    self.challenger_prior_halves is None or self.challenger_prior is not None,
+                    "null without a challenger prior (set train.challenger_prior)",
                 ),
                 (
                     "hold_margin",
@@ -691,6 +704,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.challenger_margin",
     "train.challenger_evidence",
     "train.challenger_prior",
+    "train.challenger_prior_halves",
     "train.hold_margin",
     "train.hold_against",
     "train.hold_evidence",

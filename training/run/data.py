@@ -192,6 +192,13 @@ def split_run(markets: Sequence[MarketData], data: DataConfig) -> CalendarSplit:
     )
 
 
+def decisions_in(bars: range, window: int) -> int:
+    """How many decisions a run takes on `bars` of a market: from the first bar a window of
+    history fits before (bars before the range serve as history) to the one before the last,
+    whose next bar fills the last order."""
+    return bars.stop - 1 - max(bars.start, window - 1)
+
+
 @dataclass(frozen=True)
 class RunData:
     """A run's instruments and their calendar split, with the ranges each phase uses."""
@@ -215,8 +222,7 @@ class RunData:
         found = []
         for market, splits in zip(self.markets, self.split.splits, strict=True):
             bars: range = getattr(splits, phase)
-            decisions = bars.stop - 1 - max(bars.start, window - 1)
-            if decisions >= min_steps:
+            if decisions_in(bars, window) >= min_steps:
                 found.append((market, bars))
         return found
 

@@ -31,7 +31,16 @@ twenty-eighth round) the tail test is below 0.05 on every crash-risk series and 
 and below 0.1 on 12% of turbulence series, about its level: their extremes, at the switches
 into turbulent spells, are of either sign.
 
-`Evidence` carries the three; `Evidence.shows_structure` is what `train.hold_evidence` asks
+A trend's regimes recur through the whole training range; bars with no structure that pass a
+test at 1% by chance rarely show it in both halves. `halves_evidence` runs the two tests that
+find returns predictable (momentum and persistence) on each half of the training ranges: at
+p < 0.05 in each half as well as p < 0.01 on the whole, the two pass on 1 random walk, 2
+turbulence series and no crash-risk series of 200 (seeds 0-199; the whole range alone: 5, 7 and
+7), and on 113 trend series of 200 (168) and every mean-reversion series (benchmarks/RESULTS.md,
+thirty-sixth round). `train.challenger_prior_halves` asks it.
+
+`Evidence` carries the three, and the halves' where they were read;
+`Evidence.shows_structure` is what `train.hold_evidence` asks
 (`training.run.challenger`): holding is the prior where no test finds structure. Each test at
 the level finds structure on bars with none about as often as the level says, so the three
 together find some more often (on 12% of random walks and 30% of turbulence series at 0.1);
@@ -44,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -53,6 +62,7 @@ from envs import MarketData
 from envs.core import TradingCore
 from envs.features import VOLATILITY_FLOOR
 from training.config import EvidencePer, RunConfig
+from training.run.data import decisions_in
 from training.run.teacher import momentum_teacher, overlap_weights
 
 TAIL_Z = 5.0  # robust standard deviations beyond which a move counts as extreme
@@ -60,7 +70,9 @@ TAIL_WINDOW = 64  # returns before each bar that set its scale: the features' vo
 MAD_PER_SD = 0.6745  # median absolute deviation of a normal, in standard deviations
 
 
-# The tests (`Evidence` fields) that find past returns predicting later ones
+# The tests of the training bars (`Evidence` fields), and those that find past returns
+# predicting later ones (a direction head's lesson; the tail test's is a stop's)
+TESTS = ("momentum", "tail", "persistence")
 PREDICTING_TESTS = ("momentum", "persistence")
 
 
@@ -72,19 +84,21 @@ class Evidence:
     momentum: float | None  # momentum predicts the next decision's return (`momentum_evidence`)
     tail: float | None  # the side a stop guards has the heavier tail (`tail_evidence`)
     persistence: float | None = None  # returns persist over a horizon (`persistence_evidence`)
+    # Each half of the training bars finds past returns predicting later ones (`halves_evidence`;
+    # a reading of the first two tests, not a test of its own); None where not read
+    halves: float | None = None
 
     def level_per_test(self, level: float, per: EvidencePer) -> float:
         """The level each test is read at where `level` is `per` "test" (itself) or `per`
         "family" (shared equally among the tests measured: Bonferroni's correction, so that on
         bars with no structure the tests together find some at most `level` of the time, where
         each at `level` would find some up to once per test)."""
-        measured = sum(getattr(self, test.name) is not None for test in fields(self))
+        measured = sum(getattr(self, test) is not None for test in TESTS)
         return level / measured if per == "family" and measured else level
 
     def below(self, level: float) -> tuple[str, ...]:
-        """The tests (field names, in field order) that find structure at p below `level`."""
-        values = ((test.name, getattr(self, test.name)) for test in fields(self))
-        return tuple(name for name, p in values if p is not None and p < level)
+        """The tests (`TESTS`, in their order) that find structure at p below `level`."""
+        return tuple(test for test in TESTS if (p := getattr(self, test)) is not None and p < level)
 
     def shows_structure(self, level: float) -> bool:
         """Whether any test finds structure at p below `level`."""
@@ -95,6 +109,12 @@ class Evidence:
         returns predict later ones (the structure a direction head can learn; the tail test's
         is a stop's)."""
         return any(test in PREDICTING_TESTS for test in self.below(level))
+
+    def predicts_in_halves(self, level: float) -> bool:
+        """Whether each half of the training bars finds past returns predicting later ones at p
+        below `level` (`halves_evidence`); False where the halves were not read or cannot be
+        measured."""
+        return self.halves is not None and self.halves < level
 
 
 def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
@@ -168,17 +188,55 @@ def persistence_evidence(ranges: Sequence[tuple[MarketData, range]], horizon: in
     return 0.5 * math.erfc(z / math.sqrt(2.0))  # P(Z >= z)
 
 
+def halves_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
+    """The p-value at which each half of the training `ranges` (every range cut at its middle
+    bar, the first halves read together and the second halves together) finds past returns
+    predicting later ones: the larger of the two halves' smallest momentum or persistence
+    p-value (`momentum_evidence`, `persistence_evidence` over the longest momentum horizon), so
+    that below a level both halves show it. None where either half has neither test measurable
+    (no momentum features, too few bars: a half where no decision fits a window is left out)."""
+    horizons = cfg.env.momentum_horizons
+    if not horizons:
+        return None
+    smallest = []
+    for half in (0, 1):
+        part = [(market, _half(bars, half)) for market, bars in ranges]
+        part = [(market, bars) for market, bars in part if decisions_in(bars, cfg.env.window) > 0]
+        measured = [
+            p
+            for p in (
+                momentum_evidence(cfg, part) if part else None,
+                persistence_evidence(part, max(horizons)),
+            )
+            if p is not None
+        ]
+        if not measured:
+            return None
+        smallest.append(min(measured))
+    return max(smallest)
+
+
+def _half(bars: range, half: int) -> range:
+    """The first (`half` 0) or the second (1) half of `bars`, cut at its middle bar."""
+    middle = bars.start + len(bars) // 2
+    return range(bars.start, middle) if half == 0 else range(middle, bars.stop)
+
+
 def binomial_upper_tail(k: int, n: int) -> float:
     """P(X >= k) for X ~ Binomial(n, 1/2), exactly."""
     return sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n
 
 
-def training_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> Evidence:
+def training_evidence(
+    cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]], halves: bool = False
+) -> Evidence:
     """Every test on the training `ranges` of a run of `cfg`: the persistence's over the
-    longest horizon of `cfg.env.momentum_horizons` (None without momentum features)."""
+    longest horizon of `cfg.env.momentum_horizons` (None without momentum features); with
+    `halves`, the halves' reading too (`halves_evidence`; else None)."""
     horizons = cfg.env.momentum_horizons
     return Evidence(
         momentum_evidence(cfg, ranges),
         tail_evidence(ranges, cfg.env.long_only),
         persistence_evidence(ranges, max(horizons)) if horizons else None,
+        halves_evidence(cfg, ranges) if halves else None,
     )
