@@ -426,7 +426,7 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
     if choice.get("challenger_led"):
         shown = f", and {in_halves}, below {halves:g}" if in_halves else ""
         return f"the challenger was the prior: {found}, below {level:g}{shown}"
-    if in_halves and not evidence.predicts_in_halves(halves):
+    if halves is not None and not evidence.predicts_in_halves(halves):
         return (
             f"the incumbent was the prior: {found}, below {level:g}, but {in_halves}, not below "
             f"{halves:g}"
