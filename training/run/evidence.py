@@ -202,14 +202,9 @@ def halves_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) 
     for half in (0, 1):
         part = [(market, _half(bars, half)) for market, bars in ranges]
         part = [(market, bars) for market, bars in part if decisions_in(bars, cfg.env.window) > 0]
-        measured = [
-            p
-            for p in (
-                momentum_evidence(cfg, part) if part else None,
-                persistence_evidence(part, max(horizons)),
-            )
-            if p is not None
-        ]
+        momentum = momentum_evidence(cfg, part) if part else None
+        persistence = persistence_evidence(part, max(horizons))
+        measured = [p for p in (momentum, persistence) if p is not None]
         if not measured:
             return None
         smallest.append(min(measured))
