@@ -208,7 +208,7 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
     assert walk.split()[2:] == ["nan"] * 4 + ["-"] + ["nan"] * 4
     assert scoring.contest_fields(None) == {
         "contender_kept": None, "evidence_momentum_p": None, "evidence_tail_p": None,
-        "evidence_persistence_p": None,
+        "evidence_persistence_p": None, "evidence_halves_p": None,
     }  # fmt: skip
 
 
