@@ -119,7 +119,7 @@ from training.config import (
 from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
 from training.evaluation.validation import read_validation_history, validate_policy
 from training.run.atomic import write_bytes_atomic, write_json_atomic
-from training.run.evidence import PREDICTING_TESTS, Evidence, training_evidence
+from training.run.evidence import PREDICTING_TESTS, TESTS, Evidence, training_evidence
 from training.run.folder import RunDir, build_policy
 from training.run.model_file import write_model_file
 from training.run.restarts import adopt
@@ -474,9 +474,7 @@ def describe_structure(evidence: Evidence, level: float, family: float | None = 
     )
 
 
-def findings(
-    evidence: Evidence, level: float, tests: Sequence[str] = tuple(EVIDENCE_FINDING)
-) -> list[str]:
+def findings(evidence: Evidence, level: float, tests: Sequence[str] = TESTS) -> list[str]:
     """What each of `tests` found in the training bars' `evidence` below `level`, with its
     p-value, as the training log says it (`EVIDENCE_FINDING`)."""
     return [
