@@ -237,6 +237,45 @@ def test_with_halves_the_challenger_leads_only_where_each_half_shows_it_too(
     assert clause in format_contest(choice)
 
 
+@pytest.mark.parametrize(
+    ("exposure", "led", "clause"),
+    [
+        (98.5, True, "the challenger was the prior: the training bars' returns persist at "
+         "p = 0.005, below 0.01, and the incumbent's best validation pass in the market on "
+         "98.5% of the bars, at least 96%"),
+        (96.0, True, "at least 96%"),  # the level itself leads
+        (80.0, False, "the incumbent was the prior: the training bars' returns persist at "
+         "p = 0.005, below 0.01, but the incumbent's best validation pass in the market on "
+         "80.0% of the bars, below 96%"),
+        (None, False, "in the market on none of the bars (no finite pass), below 96%"),
+    ],
+)  # fmt: skip
+def test_with_exposure_the_challenger_leads_only_over_an_incumbent_that_validated_exposed(
+    tmp_path, exposure, led, clause
+):
+    run = contenders(tmp_path, incumbent=1.0, challenger=0.9)
+    incumbent = run.contender("incumbent")
+    if exposure is None:  # no finite pass: no best model, and no exposure recorded
+        incumbent.validation_history.write_text(json.dumps(history(None)))
+        incumbent.best_model.unlink()
+    else:
+        passes = [{**history(1.0)[0], "exposure_pct": exposure}]
+        incumbent.validation_history.write_text(json.dumps(passes))
+    evidence = Evidence(0.5, 1.0, 0.005)
+    choice = keep_better_contender(
+        run, rules(challenger_prior=0.01, challenger_prior_exposure=96), evidence
+    )
+    assert choice["challenger_led"] == led and choice["challenger_prior_exposure_level"] == 96
+    assert choice["incumbent_exposure_pct"] == exposure
+    assert choice["kept"] == ("challenger" if led else "incumbent" if exposure else "challenger")
+    assert clause in format_contest(choice)
+    # The exposure alone is not the bars' evidence: without it the challenger does not lead
+    unread = keep_better_contender(
+        run, rules(challenger_prior=0.01, challenger_prior_exposure=96), Evidence(0.5, 1.0, 0.5)
+    )
+    assert not unread["challenger_led"] and "returns predict none below" in format_contest(unread)
+
+
 def test_a_run_measures_the_evidence_on_its_own_training_bars(tmp_path):
     run = tmp_path / "run"
     gate = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.challenger_evidence=1"]
@@ -517,6 +556,14 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
         (
             ["train.challenger_prior_halves=0.05"],
             "train.challenger_prior_halves: expected null without a challenger prior",
+        ),
+        (
+            ["train.challenger_prior=0.01", "train.challenger_prior_exposure=101"],
+            "train.challenger_prior_exposure: expected a percent of the validation bars",
+        ),
+        (
+            ["train.challenger_prior_exposure=96"],
+            "train.challenger_prior_exposure: expected null without a challenger prior",
         ),
         (["train.hold_margin=1", "train.restarts=2"], "no hold contender with"),
         (

@@ -282,6 +282,10 @@ class TrainConfig:
     # With challenger_prior, the challenger is the prior only where each half of the training
     # bars also finds past returns predicting later ones at this p-value; None: the whole alone
     challenger_prior_halves: float | None = None
+    # With challenger_prior, the challenger is the prior only where the incumbent's best
+    # validation pass held a position on at least this percent of the validation bars (the
+    # always-long collapse validates like holding); None: whatever its exposure
+    challenger_prior_exposure: float | None = None
     hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
     # What holding must beat by hold_margin: the kept policy's "best" validation pass, or the
     # "median" of its passes (the best of several leans the comparison towards the policy)
@@ -355,6 +359,17 @@ class TrainConfig:
                 (
                     "challenger_prior_halves",
                     self.challenger_prior_halves is None or self.challenger_prior is not None,
+                    "null without a challenger prior (set train.challenger_prior)",
+                ),
+                (
+                    "challenger_prior_exposure",
+                    self.challenger_prior_exposure is None
+                    or 0 <= self.challenger_prior_exposure <= 100,
+                    "a percent of the validation bars, 0 to 100, or null for none",
+                ),
+                (
+                    "challenger_prior_exposure",
+                    self.challenger_prior_exposure is None or self.challenger_prior is not None,
                     "null without a challenger prior (set train.challenger_prior)",
                 ),
                 (
@@ -705,6 +720,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.challenger_evidence",
     "train.challenger_prior",
     "train.challenger_prior_halves",
+    "train.challenger_prior_exposure",
     "train.hold_margin",
     "train.hold_against",
     "train.hold_evidence",

@@ -45,6 +45,12 @@ trend's regimes recur through both halves, noise that lines up by chance rarely 
 beside a prior of 0.01 it passes on 1 random walk, 2 turbulence series and no crash-risk series
 of 200, and on 113 trend series of 200; read off the same runs it kept 3 of the 6 trend rescues
 and lost none of the 19 false alarms' targets (benchmarks/RESULTS.md, thirty-sixth round).
+With `train.challenger_prior_exposure` it leads only where the incumbent's best validation pass
+was also in the market on at least that percent of the validation bars (`collapsed`): the
+failure the challenger rescues is a direction head collapsed to always long, and an incumbent
+that stands aside on part of the bars learned something of its own. Read in sample over 151
+series at 96%, it kept all seven of C125's trend rescues and lost two of its eight false-alarm
+targets (benchmarks/RESULTS.md, thirty-sixth and thirty-seventh rounds).
 
 Holding is a contender too, with `train.hold_margin`: a policy of the same architecture that
 always chooses the env's hold action (long at the leverage nearest 1x with the widest stop, no
@@ -202,6 +208,13 @@ def evidence_admits(evidence: float | None, level: float | None) -> bool:
     return level is None or (evidence is not None and evidence < level)
 
 
+def collapsed(exposure_pct: float | None, level: float) -> bool:
+    """Whether a best validation pass in the market on `exposure_pct` percent of the validation
+    bars (None: no finite pass, never in the market) was so at `level` percent or more
+    (`train.challenger_prior_exposure`): the always-long collapse validates like holding."""
+    return (exposure_pct or 0.0) >= level
+
+
 def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
     """`cfg` without a contest of its own (no challenger, no hold), run in `folder`."""
     train = dataclasses.replace(cfg.train, **NO_CONTEST, run_dir=str(folder.root))
@@ -225,7 +238,9 @@ def keep_better_contender(
     `training.run.evidence`; None, or no `evidence`: not measurable) is below it. With
     `challenger_prior`, where the momentum or persistence p-value of `evidence` is below it
     (`Evidence.predicts_returns`), with `challenger_prior_halves` also below it in each half of
-    the training bars (`Evidence.predicts_in_halves`), and the challenger may win, the roles
+    the training bars (`Evidence.predicts_in_halves`), with `challenger_prior_exposure` the
+    incumbent's best pass in the market on at least that percent of the validation bars
+    (`collapsed`), and the challenger may win, the roles
     turn: the challenger is kept unless the incumbent's score exceeds the challenger's by
     `challenger_margin` of the challenger's standard errors (a challenger without a finite best
     pass never leads). Then, with `hold_margin`, the hold contender is kept when its score
@@ -247,6 +262,7 @@ def keep_better_contender(
     histories = {name: read_validation_history(run.contender(name)) for name in names}
     rows: dict[str, dict[str, Any]] = {}
     standard_errors: dict[str, float] = {}
+    exposures: dict[str, float | None] = {}
     for name, history in histories.items():
         best = best_pass(history)
         entry = history[best] if best is not None else {}
@@ -258,6 +274,7 @@ def keep_better_contender(
             "validation_passes": len(history),
         }
         standard_errors[name] = entry.get("score_standard_error", math.nan) if entry else math.nan
+        exposures[name] = entry.get("exposure_pct") if entry else None
     entries = [entry for history in histories.values() for entry in history]
     years = next((entry["years"] for entry in entries if entry["years"]), None)
 
@@ -297,6 +314,11 @@ def keep_better_contender(
             if rules.challenger_prior_halves is not None:
                 choice["challenger_prior_halves_level"] = rules.challenger_prior_halves
                 led = led and measured.predicts_in_halves(rules.challenger_prior_halves)
+            if rules.challenger_prior_exposure is not None:
+                exposure = exposures.get("incumbent")
+                choice["challenger_prior_exposure_level"] = rules.challenger_prior_exposure
+                choice["incumbent_exposure_pct"] = exposure
+                led = led and collapsed(exposure, rules.challenger_prior_exposure)
             led = led and rows["challenger"]["best_validation_score"] is not None
             choice["challenger_led"] = led
         if led:  # the challenger is the prior: the incumbent must show it is better
@@ -404,14 +426,17 @@ def describe_evidence(p_value: float | None, level: float, admitted: str, refuse
 
 def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
     """What the training bars' `evidence` decided against `choice`'s
-    `challenger_prior_level` (`train.challenger_prior`) and `challenger_prior_halves_level`
-    (`train.challenger_prior_halves`), as a clause: the challenger was the prior, and which tests
-    found that past returns predict later ones (and at what p-value in each half), or the
-    incumbent was, and why: no test below the level (with both tests' p-values), not each half
-    below its level, or a challenger that could not lead (no finite validation pass, or refused
-    by `train.challenger_evidence`)."""
+    `challenger_prior_level` (`train.challenger_prior`), `challenger_prior_halves_level`
+    (`train.challenger_prior_halves`) and `challenger_prior_exposure_level`
+    (`train.challenger_prior_exposure`, against `incumbent_exposure_pct`), as a clause: the
+    challenger was the prior, and which tests found that past returns predict later ones (and
+    at what p-value in each half, and how exposed the incumbent validated), or the incumbent
+    was, and why: no test below the level (with both tests' p-values), not each half below its
+    level, an incumbent that validated less exposed than its level, or a challenger that could
+    not lead (no finite validation pass, or refused by `train.challenger_evidence`)."""
     level = choice["challenger_prior_level"]
     halves = choice.get("challenger_prior_halves_level")
+    exposure_level = choice.get("challenger_prior_exposure_level")
     if not evidence.predicts_returns(level):
         momentum, persistence = map(p_value_text, (evidence.momentum, evidence.persistence))
         return (
@@ -423,13 +448,31 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
     if halves is not None:
         shown = "not measurable" if evidence.halves is None else f"at p = {evidence.halves:.3g}"
         in_halves = f"each half of them {shown}"
+    exposed = ""
+    if exposure_level is not None:
+        exposure = choice["incumbent_exposure_pct"]
+        shown = (
+            "none of the bars (no finite pass)"
+            if exposure is None
+            else f"{exposure:.1f}% of the bars"
+        )
+        exposed = f"the incumbent's best validation pass in the market on {shown}"
     if choice.get("challenger_led"):
         shown = f", and {in_halves}, below {halves:g}" if in_halves else ""
+        if exposed:
+            shown += f", and {exposed}, at least {exposure_level:g}%"
         return f"the challenger was the prior: {found}, below {level:g}{shown}"
     if halves is not None and not evidence.predicts_in_halves(halves):
         return (
             f"the incumbent was the prior: {found}, below {level:g}, but {in_halves}, not below "
             f"{halves:g}"
+        )
+    if exposure_level is not None and not collapsed(
+        choice["incumbent_exposure_pct"], exposure_level
+    ):
+        return (
+            f"the incumbent was the prior: {found}, below {level:g}, but {exposed}, below "
+            f"{exposure_level:g}%"
         )
     return (
         f"the incumbent was the prior: {found}, below {level:g}, but the challenger could not lead"
