@@ -48,9 +48,11 @@ and lost none of the 19 false alarms' targets (benchmarks/RESULTS.md, thirty-six
 With `train.challenger_prior_exposure` it leads only where the incumbent's best validation pass
 was also in the market on at least that percent of the validation bars (`collapsed`): the
 failure the challenger rescues is a direction head collapsed to always long, and an incumbent
-that stands aside on part of the bars learned something of its own. Read in sample over 151
-series at 96%, it kept all seven of C125's trend rescues and lost two of its eight false-alarm
-targets (benchmarks/RESULTS.md, thirty-sixth and thirty-seventh rounds).
+that stands aside on part of the bars learned something of its own. At 96% held out it kept
+every turbulence and crash-risk target the prior alone lost, and rescued 2 of 5 trend misses of
+20, but lost 8 of 17 random walks whose bars passed the prior's tests: a random walk's incumbent
+holds, and holding is as exposed as the collapse (benchmarks/RESULTS.md, thirty-seventh round),
+so the default config leaves it unset.
 
 Holding is a contender too, with `train.hold_margin`: a policy of the same architecture that
 always chooses the env's hold action (long at the leverage nearest 1x with the widest stop, no
