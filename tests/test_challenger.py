@@ -238,6 +238,30 @@ def test_with_halves_the_challenger_leads_only_where_each_half_shows_it_too(
 
 
 @pytest.mark.parametrize(
+    ("evidence", "led", "clause"),
+    [
+        (Evidence(0.5, 1.0, 0.002), True, "the challenger was the prior: the training bars' "
+         "returns persist at p = 0.002, below 0.003"),
+        # The momentum test is not read: its finding does not let the challenger lead
+        (Evidence(0.001, 1.0, 0.5), False, "the incumbent was the prior: the training bars' "
+         "returns predict none below 0.003 (persistence p = 0.5)"),
+        (Evidence(0.001, 1.0, 0.002), True, "returns persist at p = 0.002, below 0.003"),
+    ],
+)  # fmt: skip
+def test_the_prior_reads_only_the_tests_it_is_given(tmp_path, evidence, led, clause):
+    run = contenders(tmp_path, incumbent=1.0, challenger=0.9)
+    only = rules(challenger_prior=0.003, challenger_prior_tests=("persistence",))
+    choice = keep_better_contender(run, only, evidence)
+    assert choice["challenger_led"] == led and choice["challenger_prior_tests"] == ["persistence"]
+    assert choice["kept"] == ("challenger" if led else "incumbent")
+    shown = format_contest(choice)
+    assert clause in shown and "momentum" not in shown  # what it did not read, it does not say
+    # Both tests read, as by default, the momentum's finding lets it lead too
+    both = keep_better_contender(run, rules(challenger_prior=0.003), evidence)
+    assert both["challenger_led"] and both["challenger_prior_tests"] == ["momentum", "persistence"]
+
+
+@pytest.mark.parametrize(
     ("exposure", "led", "clause"),
     [
         (98.5, True, "the challenger was the prior: the training bars' returns persist at "
@@ -565,6 +589,12 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
             ["train.challenger_prior_exposure=96"],
             "train.challenger_prior_exposure: expected null without a challenger prior",
         ),
+        (["train.challenger_prior_tests=[]"], "train.challenger_prior_tests: expected a list"),
+        (
+            ["train.challenger_prior_tests=[persistence, persistence]"],
+            "each at most once",
+        ),
+        (["train.challenger_prior_tests=[tail]"], "train.challenger_prior_tests"),
         (["train.hold_margin=1", "train.restarts=2"], "no hold contender with"),
         (
             ["train.hold_margin=1", "train.hold_evidence=0"],

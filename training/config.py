@@ -64,6 +64,9 @@ HoldAgainst = Literal["best", "median"]  # which score of the kept policy holdin
 # What train.hold_evidence is the level of: each "test" of the training bars, or the "family" of
 # those measured, which share it equally (run/evidence.py, `Evidence.level_per_test`)
 EvidencePer = Literal["test", "family"]
+# The tests of the training bars that find past returns predicting later ones (run/evidence.py,
+# `PREDICTING_TESTS`): those train.challenger_prior may read
+PredictingTest = Literal["momentum", "persistence"]
 _DERIVED = {  # keys that once were configured, and where the value comes from now
     "trunk.window": "the trunk reads env.window",
     "trunk.n_features": "the trunk reads the data's feature count",
@@ -286,6 +289,9 @@ class TrainConfig:
     # validation pass held a position on at least this percent of the validation bars (the
     # always-long collapse validates like holding); None: whatever its exposure
     challenger_prior_exposure: float | None = None
+    # The tests challenger_prior reads: either finding past returns predicting later ones at
+    # its level lets the challenger lead
+    challenger_prior_tests: tuple[PredictingTest, ...] = ("momentum", "persistence")
     hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
     # What holding must beat by hold_margin: the kept policy's "best" validation pass, or the
     # "median" of its passes (the best of several leans the comparison towards the policy)
@@ -371,6 +377,11 @@ class TrainConfig:
                     "challenger_prior_exposure",
                     self.challenger_prior_exposure is None or self.challenger_prior is not None,
                     "null without a challenger prior (set train.challenger_prior)",
+                ),
+                (
+                    "challenger_prior_tests",
+                    0 < len(self.challenger_prior_tests) == len(set(self.challenger_prior_tests)),
+                    "a list of momentum and/or persistence, each at most once",
                 ),
                 (
                     "hold_margin",
@@ -721,6 +732,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.challenger_prior",
     "train.challenger_prior_halves",
     "train.challenger_prior_exposure",
+    "train.challenger_prior_tests",
     "train.hold_margin",
     "train.hold_against",
     "train.hold_evidence",

@@ -238,18 +238,18 @@ def keep_better_contender(
     Sharpe ratio ``1 / sqrt(years)``, years the length of the validation bars), and, with
     `challenger_evidence`, only when the training bars' momentum p-value (`evidence.momentum`,
     `training.run.evidence`; None, or no `evidence`: not measurable) is below it. With
-    `challenger_prior`, where the momentum or persistence p-value of `evidence` is below it
-    (`Evidence.predicts_returns`), with `challenger_prior_halves` also below it in each half of
-    the training bars (`Evidence.predicts_in_halves`), with `challenger_prior_exposure` the
-    incumbent's best pass in the market on at least that percent of the validation bars
-    (`collapsed`), and the challenger may win, the roles
-    turn: the challenger is kept unless the incumbent's score exceeds the challenger's by
-    `challenger_margin` of the challenger's standard errors (a challenger without a finite best
-    pass never leads). Then, with `hold_margin`, the hold contender is kept when its score
-    exceeds that of the one kept so far (its best pass's, or with `hold_against` "median" the
-    median of its passes' finite scores) by more than `hold_margin` of that one's standard
-    errors; but with `hold_evidence`, where
-    no test of `evidence` finds structure below it (`Evidence.shows_structure`; with
+    `challenger_prior`, where the momentum or persistence p-value of `evidence` (those of
+    `challenger_prior_tests`) is below it (`Evidence.predicts_returns`), with
+    `challenger_prior_halves` also below it in each half of the training bars
+    (`Evidence.predicts_in_halves`), with `challenger_prior_exposure` the incumbent's best pass
+    in the market on at least that percent of the validation bars (`collapsed`), and the
+    challenger may win, the roles turn: the challenger is kept unless the incumbent's score
+    exceeds the challenger's by `challenger_margin` of the challenger's standard errors (a
+    challenger without a finite best pass never leads). Then, with `hold_margin`, the hold
+    contender is kept when its score exceeds that of the one kept so far (its best pass's, or
+    with `hold_against` "median" the median of its passes' finite scores) by more than
+    `hold_margin` of that one's standard errors; but with `hold_evidence`, where no test of
+    `evidence` finds structure below it (`Evidence.shows_structure`; with
     `hold_evidence_per` "family", below its share, `Evidence.level_per_test`), holding is the
     prior instead: the one kept so far stays only when its best pass's score exceeds holding's
     by more than `policy_margin` of holding's standard errors. A trained contender without a
@@ -312,7 +312,10 @@ def keep_better_contender(
         if rules.challenger_prior is not None:
             choice["challenger_prior_level"] = rules.challenger_prior
             choice.update(evidence_record(measured))
-            led = admitted and measured.predicts_returns(rules.challenger_prior)
+            choice["challenger_prior_tests"] = list(rules.challenger_prior_tests)
+            led = admitted and measured.predicts_returns(
+                rules.challenger_prior, rules.challenger_prior_tests
+            )
             if rules.challenger_prior_halves is not None:
                 choice["challenger_prior_halves_level"] = rules.challenger_prior_halves
                 led = led and measured.predicts_in_halves(rules.challenger_prior_halves)
@@ -428,24 +431,26 @@ def describe_evidence(p_value: float | None, level: float, admitted: str, refuse
 
 def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
     """What the training bars' `evidence` decided against `choice`'s
-    `challenger_prior_level` (`train.challenger_prior`), `challenger_prior_halves_level`
+    `challenger_prior_level` (`train.challenger_prior`, read by the tests of
+    `challenger_prior_tests`, `train.challenger_prior_tests`), `challenger_prior_halves_level`
     (`train.challenger_prior_halves`) and `challenger_prior_exposure_level`
     (`train.challenger_prior_exposure`, against `incumbent_exposure_pct`), as a clause: the
     challenger was the prior, and which tests found that past returns predict later ones (and
     at what p-value in each half, and how exposed the incumbent validated), or the incumbent
-    was, and why: no test below the level (with both tests' p-values), not each half below its
+    was, and why: no test read below the level (with their p-values), not each half below its
     level, an incumbent that validated less exposed than its level, or a challenger that could
     not lead (no finite validation pass, or refused by `train.challenger_evidence`)."""
     level = choice["challenger_prior_level"]
     halves = choice.get("challenger_prior_halves_level")
     exposure_level = choice.get("challenger_prior_exposure_level")
-    if not evidence.predicts_returns(level):
-        momentum, persistence = map(p_value_text, (evidence.momentum, evidence.persistence))
+    tests = choice.get("challenger_prior_tests", PREDICTING_TESTS)
+    if not evidence.predicts_returns(level, tests):
+        shown = ", ".join(f"{test} {p_value_text(getattr(evidence, test))}" for test in tests)
         return (
             f"the incumbent was the prior: the training bars' returns predict none below "
-            f"{level:g} (momentum {momentum}, persistence {persistence})"
+            f"{level:g} ({shown})"
         )
-    found = f"the training bars' {spoken_list(findings(evidence, level, PREDICTING_TESTS))}"
+    found = f"the training bars' {spoken_list(findings(evidence, level, tests))}"
     in_halves = ""
     if halves is not None:
         shown = "not measurable" if evidence.halves is None else f"at p = {evidence.halves:.3g}"

@@ -104,11 +104,11 @@ class Evidence:
         """Whether any test finds structure at p below `level`."""
         return bool(self.below(level))
 
-    def predicts_returns(self, level: float) -> bool:
-        """Whether the momentum or the persistence test finds at p below `level` that past
-        returns predict later ones (the structure a direction head can learn; the tail test's
-        is a stop's)."""
-        return any(test in PREDICTING_TESTS for test in self.below(level))
+    def predicts_returns(self, level: float, tests: Sequence[str] = PREDICTING_TESTS) -> bool:
+        """Whether any of `tests` (of `PREDICTING_TESTS`: the momentum and the persistence test)
+        finds at p below `level` that past returns predict later ones (the structure a direction
+        head can learn; the tail test's is a stop's)."""
+        return any(test in tests for test in self.below(level))
 
     def predicts_in_halves(self, level: float) -> bool:
         """Whether each half of the training bars finds past returns predicting later ones at p
