@@ -53,6 +53,9 @@ every turbulence and crash-risk target the prior alone lost, and rescued 2 of 5 
 20, but lost 8 of 17 random walks whose bars passed the prior's tests: a random walk's incumbent
 holds, and holding is as exposed as the collapse (benchmarks/RESULTS.md, thirty-seventh round),
 so the default config leaves it unset.
+`train.challenger_prior_tests` names the tests the prior reads: the persistence test alone, at
+any level from 0.003 to 0.0003, still led on a turbulence series whose returns persisted by
+chance, and lost it (benchmarks/RESULTS.md, thirty-seventh round).
 
 Holding is a contender too, with `train.hold_margin`: a policy of the same architecture that
 always chooses the env's hold action (long at the leverage nearest 1x with the widest stop, no

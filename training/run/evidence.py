@@ -54,6 +54,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -61,7 +62,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from envs import MarketData
 from envs.core import TradingCore
 from envs.features import VOLATILITY_FLOOR
-from training.config import EvidencePer, RunConfig
+from training.config import EvidencePer, PredictingTest, RunConfig
 from training.run.data import decisions_in
 from training.run.teacher import momentum_teacher, overlap_weights
 
@@ -73,7 +74,7 @@ MAD_PER_SD = 0.6745  # median absolute deviation of a normal, in standard deviat
 # The tests of the training bars (`Evidence` fields), and those that find past returns
 # predicting later ones (a direction head's lesson; the tail test's is a stop's)
 TESTS = ("momentum", "tail", "persistence")
-PREDICTING_TESTS = ("momentum", "persistence")
+PREDICTING_TESTS: tuple[str, ...] = get_args(PredictingTest)  # ("momentum", "persistence")
 
 
 @dataclass(frozen=True)
