@@ -262,6 +262,29 @@ def estimated_on_own_tail(
     }
 
 
+def estimated_fresh_shares(kind: str, seed: int, env_config: Any, n_fresh: int) -> dict[str, float]:
+    """The estimated ceiling of series `seed` of `kind` (an `ESTIMATED_KINDS` kind) scored on the
+    tails of the `n_fresh` fresh series alone, no agent: ``share_estimated_fresh`` and, on the
+    `EXPECTED_KINDS`, ``share_estimated_expected_fresh``, pooled as `score_on_fresh_series`
+    pools them (the same figures it records beside an agent's)."""
+    regime = kind in EXPECTED_KINDS
+    gained, edge = [0.0, 0.0], [0.0, 0.0]  # (realized, expected) sums over the fresh series
+    for k in range(n_fresh):
+        series, split = synthetic_series(kind, FRESH_SEED + k)
+        tail = split.splits[0].test
+        references = fresh_references(kind, k, env_config)
+        run = estimated_run(kind, seed, series, tail, env_config)
+        estimated = _run_growths(series, run, regime)
+        for i in range(2 if regime else 1):
+            gained[i] += estimated[i] - references["buy_and_hold"][i]
+            edge[i] += references["ceiling"][i] - references["buy_and_hold"][i]
+    shares = [g / e if e > 0 else math.nan for g, e in zip(gained, edge, strict=True)]
+    figures = {"share_estimated_fresh": shares[0]}
+    if regime:
+        figures["share_estimated_expected_fresh"] = shares[1]
+    return figures
+
+
 def estimated_run(kind: str, seed: int, series: Any, tail: range, env_config: Any) -> Any:
     """The `RunResult` over `tail` of `series` of the estimated ceiling of series `seed` of
     `kind` (`estimated_rule`): the fair ceiling's rule under the fitted parameters and their

@@ -99,6 +99,14 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
     down, up = result["estimated_params"]["drift"]
     assert down < 0 < up and (down, up) != (-0.0015, 0.0015)
     assert "est. ceiling, fresh" in done.stdout
+    # benchmarks/statistician.py scores the same statistician with no agent: the same figures.
+    from training.config import DEFAULT_CONFIG_PATH, load_config
+
+    scoring_module()  # puts benchmarks/ on the path
+    statistician = importlib.import_module("statistician")
+    cfg = load_config(DEFAULT_CONFIG_PATH, ["env.volatility_target=0.3"])
+    alone = statistician.statistician_figure("trend_regimes", 0, 1, cfg)
+    assert alone == result["share_estimated_fresh"]
     # The probe: the default's leverage levels are 0.5 and 1x; one figure per regime.
     for k in (0, 1):
         assert 0.5 <= volatility[f"probe_leverage_state{k}"] <= 1.0
