@@ -13,6 +13,7 @@ trains and scores through these; `learning_reselect.py` scores a run held again 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -206,13 +207,12 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
     for measure, by_rule, prefix in (("", growths, "growth"), ("_expected", expected, "expected")):
         if not by_rule:
             continue
-        hold = by_rule["buy_and_hold"]
-        edge = sum(c - b for c, b in zip(by_rule["ceiling"], hold, strict=True))
+        hold, ceiling = by_rule["buy_and_hold"], by_rule["ceiling"]
         scored = (("agent", ""), ("estimated", "_estimated"), ("sized_hold", "_sized_hold"))
         for rule, name in scored:
             if rule in by_rule:
-                gained = sum(a - b for a, b in zip(by_rule[rule], hold, strict=True))
-                scores[f"share{name}{measure}_fresh"] = gained / edge if edge > 0 else math.nan
+                gained, share = pooled_share(by_rule[rule], hold, ceiling)
+                scores[f"share{name}{measure}_fresh"] = share
                 scores[f"excess_growth{name}{measure}_fresh"] = gained / n_fresh
         scores.update({f"{prefix}_{rule}_fresh": values for rule, values in by_rule.items()})
     return scores
@@ -262,26 +262,37 @@ def estimated_on_own_tail(
     }
 
 
+def pooled_share(
+    growths: Sequence[float], hold: Sequence[float], ceiling: Sequence[float]
+) -> tuple[float, float]:
+    """(gained, share) of a rule over fresh series, from its, buy-and-hold's and the fair
+    ceiling's log growth on each: ``gained = sum(g - g_bh)`` and ``share = gained /
+    sum(g_ceiling - g_bh)`` (NaN where the ceiling gained nothing). Pooled, so that a series
+    whose ceiling barely beats buy-and-hold cannot blow the share up."""
+    gained = sum(g - b for g, b in zip(growths, hold, strict=True))
+    edge = sum(c - b for c, b in zip(ceiling, hold, strict=True))
+    return gained, gained / edge if edge > 0 else math.nan
+
+
 def estimated_fresh_shares(kind: str, seed: int, env_config: Any, n_fresh: int) -> dict[str, float]:
     """The estimated ceiling of series `seed` of `kind` (an `ESTIMATED_KINDS` kind) scored on the
     tails of the `n_fresh` fresh series alone, no agent: ``share_estimated_fresh`` and, on the
     `EXPECTED_KINDS`, ``share_estimated_expected_fresh``, pooled as `score_on_fresh_series`
     pools them (the same figures it records beside an agent's)."""
     regime = kind in EXPECTED_KINDS
-    gained, edge = [0.0, 0.0], [0.0, 0.0]  # (realized, expected) sums over the fresh series
+    estimated, hold, ceiling = [], [], []  # (realized, expected) log growth on each fresh tail
     for k in range(n_fresh):
         series, split = synthetic_series(kind, FRESH_SEED + k)
-        tail = split.splits[0].test
+        run = estimated_run(kind, seed, series, split.splits[0].test, env_config)
+        estimated.append(_run_growths(series, run, regime))
         references = fresh_references(kind, k, env_config)
-        run = estimated_run(kind, seed, series, tail, env_config)
-        estimated = _run_growths(series, run, regime)
-        for i in range(2 if regime else 1):
-            gained[i] += estimated[i] - references["buy_and_hold"][i]
-            edge[i] += references["ceiling"][i] - references["buy_and_hold"][i]
-    shares = [g / e if e > 0 else math.nan for g, e in zip(gained, edge, strict=True)]
-    figures = {"share_estimated_fresh": shares[0]}
-    if regime:
-        figures["share_estimated_expected_fresh"] = shares[1]
+        hold.append(references["buy_and_hold"])
+        ceiling.append(references["ceiling"])
+    measures = (("", 0), ("_expected", 1)) if regime else (("", 0),)
+    figures = {}
+    for measure, i in measures:
+        growths = ([g[i] for g in estimated], [g[i] for g in hold], [g[i] for g in ceiling])
+        figures[f"share_estimated{measure}_fresh"] = pooled_share(*growths)[1]
     return figures
 
 

@@ -53,22 +53,18 @@ KINDS = tuple(kind for kind in TARGETS if kind in ESTIMATED_KINDS)  # a target a
 DEFAULT_KINDS = tuple(kind for kind in KINDS if kind != "volatility_regimes")
 
 
-def statistician_figure(kind: str, seed: int, n_fresh: int, cfg: Any = None) -> float:
+def statistician_figure(kind: str, seed: int, n_fresh: int, cfg: Any) -> float:
     """The estimated ceiling of series `seed` of `kind` on `kind`'s target figure
     (`TARGETS[kind].estimated`): its pooled share of the fair ceiling's edge on `n_fresh` fresh
     series, or, on the random walk, its log growth on its own tail less buy-and-hold's. It
-    trades under `cfg`'s env (a `RunConfig`; None: the default config) with the bars per year
+    trades under `cfg`'s env (a `RunConfig`) with the bars per year
     fixed from the series' training bars, as a run trained on them fixes it, so that the figure
     is the one the learning benchmark records beside an agent trained there."""
     from envs.synthetic import buy_and_hold_growth
-    from training.config import DEFAULT_CONFIG_PATH, load_config
     from training.run.data import RunData, with_bars_per_year
 
     series, split = synthetic_series(kind, seed)
-    cfg = with_bars_per_year(
-        cfg or load_config(DEFAULT_CONFIG_PATH), RunData((series.market,), split)
-    )
-    env_config = reference_env(cfg)
+    env_config = reference_env(with_bars_per_year(cfg, RunData((series.market,), split)))
     key = TARGETS[kind].estimated
     if key.endswith("_fresh"):
         return estimated_fresh_shares(kind, seed, env_config, n_fresh)[key]
@@ -81,7 +77,6 @@ def statistician_figure(kind: str, seed: int, n_fresh: int, cfg: Any = None) -> 
 class Summary:
     """One kind's figures over seeds against its worst-seed target."""
 
-    kind: str
     seeds: int  # seeds with the figure (a seed whose fair ceiling has no edge has none)
     median: float
     worst: float
@@ -106,7 +101,6 @@ def summarize(kind: str, figures: dict[int, float], draw: int) -> Summary:
     scored = {seed: value for seed, value in figures.items() if not math.isnan(value)}
     worst = TARGETS[kind].worst
     return Summary(
-        kind=kind,
         seeds=len(scored),
         median=statistics.median(scored.values()) if scored else math.nan,
         worst=min(scored.values(), default=math.nan),
@@ -126,10 +120,6 @@ def parse_seeds(words: Sequence[str]) -> list[int]:
     return seeds
 
 
-def _figure(job: tuple[str, int, int]) -> float:
-    return statistician_figure(*job)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(DEFAULT_KINDS))
@@ -147,12 +137,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is not None and args.out.exists():  # never overwrite an earlier run's figures
         print(f"benchmarks/statistician.py: {args.out} exists; pass another --out", file=sys.stderr)
         return 2
-    jobs = [(kind, seed, args.fresh_series) for kind in args.kinds for seed in seeds]
+    from training.config import DEFAULT_CONFIG_PATH, load_config
+
+    cfg = load_config(DEFAULT_CONFIG_PATH)  # once: every seed trades under the default's env
+    jobs = [(kind, seed) for kind in args.kinds for seed in seeds]
     with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        values = list(pool.map(_figure, jobs, chunksize=8))
-    figures: dict[str, dict[int, float]] = {kind: {} for kind in args.kinds}
-    for (kind, seed, _), value in zip(jobs, values, strict=True):
-        figures[kind][seed] = value
+        values = pool.map(
+            statistician_figure,
+            [kind for kind, _ in jobs],
+            [seed for _, seed in jobs],
+            [args.fresh_series] * len(jobs),
+            [cfg] * len(jobs),
+            chunksize=8,
+        )
+        figures: dict[str, dict[int, float]] = {kind: {} for kind in args.kinds}
+        for (kind, seed), value in zip(jobs, values, strict=True):
+            figures[kind][seed] = value
     listed = seed_list([{"seed": seed} for seed in seeds])
     print(f"estimated ceiling on seeds {listed}, {args.fresh_series} fresh series each")
     print(

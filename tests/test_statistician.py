@@ -54,7 +54,8 @@ def test_the_random_walks_figure_is_its_own_tails_growth_against_buy_and_hold() 
     tail = split.splits[0].test
     expected = estimated_run("random_walk", 0, series, tail, env).log_growth
     expected -= buy_and_hold_growth(series, env, tail)
-    assert statistician.statistician_figure("random_walk", 0, 0) == expected
+    cfg = load_config(DEFAULT_CONFIG_PATH)
+    assert statistician.statistician_figure("random_walk", 0, 0, cfg) == expected
 
 
 def test_bad_seeds_and_a_used_out_file_are_refused_in_one_line(tmp_path: Path) -> None:
