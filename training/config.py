@@ -273,6 +273,10 @@ class TrainConfig:
     resample_detrend: float = 0.0  # share of each copy's drift taken out (1: it ends at its start)
     direction_outcomes: float = 0.0  # weight of the every-direction loss (run/outcomes.py); 0: off
     direction_teacher: float = 0.0  # weight of the linear teacher's loss (run/teacher.py); 0: off
+    # Weight of the direction head's marginal balance loss (run/balance.py), falling linearly to
+    # 0 at direction_balance_until of total_timesteps; 0: off
+    direction_balance: float = 0.0
+    direction_balance_until: float = 0.5
     challenger: tuple[str, ...] = ()  # KEY=VALUE overrides of a second training (run/challenger.py)
     challenger_margin: float = 1.5  # standard errors of the validation score it must win by
     # The challenger may win only where the training bars' momentum predicts the next decision's
@@ -346,6 +350,12 @@ class TrainConfig:
                 ),
                 ("direction_outcomes", self.direction_outcomes >= 0, "a number >= 0"),
                 ("direction_teacher", self.direction_teacher >= 0, "a number >= 0"),
+                ("direction_balance", self.direction_balance >= 0, "a number >= 0"),
+                (
+                    "direction_balance_until",
+                    0 < self.direction_balance_until <= 1,
+                    "a share of train.total_timesteps, 0 < x <= 1",
+                ),
                 ("challenger_margin", self.challenger_margin >= 0, "a number >= 0"),
                 (
                     "challenger_evidence",

@@ -37,10 +37,12 @@ def outcome_loss(logits: th.Tensor, target: th.Tensor) -> th.Tensor:
 
 
 class RolloutPass(BaseCallback):
-    """After each PPO update, one pass of a cross-entropy on the direction head over the rollout
-    that update learned from, ``weight * outcome_loss``, in minibatches of `batch_size`, with the
-    policy's own optimizer. Subclasses say which states of the rollout are taught and towards
-    what (`_targets`); the loss's mean is logged as `train/<name>_loss`."""
+    """After each PPO update, one pass of a loss on the direction head over the rollout that
+    update learned from, ``weight * _loss`` (by default `outcome_loss`, a cross-entropy), in
+    minibatches of `batch_size`, with the policy's own optimizer. Subclasses say which states of
+    the rollout are taught and towards what (`_targets`), and may change the loss (`_loss`) and
+    its weight as training goes on (`_weight`); the loss's mean is logged as
+    `train/<name>_loss`."""
 
     name = "rollout_pass"  # the TensorBoard tag's stem
 
@@ -71,10 +73,21 @@ class RolloutPass(BaseCallback):
     def _on_training_end(self) -> None:
         self._learn_pending()  # the last rollout, which no next rollout follows
 
-    def _targets(self, flat: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    def _targets(self, flat: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None] | None:
         """The states to teach, as row indices [b] into the rollout `flat` (key -> [B, ...]),
-        and their target direction probabilities [b, D]; None when there is nothing to teach."""
+        and their target direction probabilities [b, D] (None for a `_loss` that needs none);
+        None when there is nothing to teach."""
         raise NotImplementedError
+
+    def _loss(self, logits: th.Tensor, target: th.Tensor | None) -> th.Tensor:
+        """The loss of a minibatch's direction `logits` [b, D] against its `target` rows [b, D]
+        of `_targets`: `outcome_loss`."""
+        assert target is not None
+        return outcome_loss(logits, target)
+
+    def _weight(self) -> float:
+        """The loss's weight now: `weight`."""
+        return self.weight
 
     def _learn_pending(self) -> None:
         if self._pending is None:
@@ -84,10 +97,15 @@ class RolloutPass(BaseCallback):
         if taught is None:
             return
         rows, target = taught
+        weight = self._weight()
+        if weight <= 0:
+            return
         assert isinstance(self.model, PPO)
         max_grad_norm = self.model.max_grad_norm
         policy = policy_of(self.model)
-        targets = th.as_tensor(target, dtype=th.float32, device=policy.device)  # [b, D]
+        targets = (
+            None if target is None else th.as_tensor(target, dtype=th.float32, device=policy.device)
+        )  # [b, D]
         losses = []
         order = self._rng.permutation(len(rows))
         policy.set_training_mode(True)
@@ -98,7 +116,7 @@ class RolloutPass(BaseCallback):
                 for key, value in flat.items()
             }
             logits = policy.head_distributions(obs).heads()["direction"].logits  # [b, D]
-            loss = self.weight * outcome_loss(logits, targets[batch])
+            loss = weight * self._loss(logits, None if targets is None else targets[batch])
             policy.optimizer.zero_grad()
             loss.backward()
             th.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)

@@ -24,6 +24,7 @@ from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
 from training.config import ConfigError, RunConfig
 from training.run.augment import FeatureNoise, resampled_path
+from training.run.balance import DirectionBalance
 from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 from training.run.interrupt import remembered_ctrl_c
@@ -155,6 +156,13 @@ def fit(
         monitors: list[BaseCallback] = [InterruptCheck(), HeadMonitor(cfg.env), TradingMonitor()]
         if outcomes > 0:  # the direction head also learns from the levels it did not take
             monitors.append(DirectionOutcomes(outcomes, cfg.ppo.batch_size, cfg.train.seed))
+        if cfg.train.direction_balance > 0:  # no collapse onto one level early (run/balance.py)
+            until = round(cfg.train.direction_balance_until * cfg.train.total_timesteps)
+            monitors.append(
+                DirectionBalance(
+                    cfg.train.direction_balance, until, cfg.ppo.batch_size, cfg.train.seed
+                )
+            )
         if cfg.train.direction_teacher > 0:  # what the training bars establish (run/teacher.py)
             teacher = momentum_teacher(core, real_ranges, cfg.env)
             print(describe_teacher(teacher))
