@@ -56,4 +56,4 @@ class DirectionBalance(RolloutPass):
 
     def _weight(self) -> float:
         """`weight` at timestep 0, falling linearly to 0 at `until`."""
-        return self.weight * max(0.0, 1.0 - self.num_timesteps / self.until)
+        return self.weight * max(0.0, 1.0 - self.model.num_timesteps / self.until)
