@@ -9,8 +9,9 @@ import torch
 from stable_baselines3.common.logger import Logger
 
 from envs import BatchedTradingEnv
+from envs.synthetic.generators import random_walk, trend_regimes
 from training.config import ConfigError, load_config
-from training.run.balance import DirectionBalance, marginal_balance_loss
+from training.run.balance import DirectionBalance, balance_applies, marginal_balance_loss
 from training.run.folder import RunDir
 from training.run.session import build_model
 
@@ -79,3 +80,19 @@ def test_the_pass_reads_every_state_of_the_rollout():
     balance = DirectionBalance(1.0, until=10, batch_size=4, seed=0)
     rows, target = balance._targets({"market": np.zeros((6, 2, 3))})
     assert list(rows) == list(range(6)) and target is None
+
+
+def test_with_an_evidence_level_the_loss_is_on_only_where_returns_predict():
+    cfg = load_config(REPO / "configs" / "default.yaml", ["train.direction_balance=1"])
+    trend = trend_regimes(3000, 2094).market  # its returns persist: p < 0.1
+    walk = random_walk(3000, 2002).market  # nothing to find: both tests' p above 0.1
+    everywhere = cfg
+    gated = load_config(
+        REPO / "configs" / "default.yaml",
+        ["train.direction_balance=1", "train.direction_balance_evidence=0.1"],
+    )
+    off = load_config(REPO / "configs" / "default.yaml", [])
+    assert balance_applies(everywhere, [(walk, range(len(walk)))])
+    assert balance_applies(gated, [(trend, range(len(trend)))])
+    assert not balance_applies(gated, [(walk, range(len(walk)))])
+    assert not balance_applies(off, [(trend, range(len(trend)))])

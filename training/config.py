@@ -277,6 +277,9 @@ class TrainConfig:
     # 0 at direction_balance_until of total_timesteps; 0: off
     direction_balance: float = 0.0
     direction_balance_until: float = 0.5
+    # The balance loss only where a test of the training bars finds past returns predicting later
+    # ones (run/evidence.py: momentum or persistence) at this p-value; None: on every run
+    direction_balance_evidence: float | None = None
     challenger: tuple[str, ...] = ()  # KEY=VALUE overrides of a second training (run/challenger.py)
     challenger_margin: float = 1.5  # standard errors of the validation score it must win by
     # The challenger may win only where the training bars' momentum predicts the next decision's
@@ -355,6 +358,12 @@ class TrainConfig:
                     "direction_balance_until",
                     0 < self.direction_balance_until <= 1,
                     "a share of train.total_timesteps, 0 < x <= 1",
+                ),
+                (
+                    "direction_balance_evidence",
+                    self.direction_balance_evidence is None
+                    or 0 < self.direction_balance_evidence <= 1,
+                    "a p-value, 0 < p <= 1, or null",
                 ),
                 ("challenger_margin", self.challenger_margin >= 0, "a number >= 0"),
                 (

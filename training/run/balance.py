@@ -17,13 +17,24 @@ so the head may still be certain everywhere and is only pushed to choose *where*
 instead pushes every state towards indecision. The weight falls linearly from `weight` at the
 start to 0 at `until` of the run's timesteps, so the rest of training is PPO's alone and a
 policy that should hold (a drifting market with nothing to time) can return to holding.
+
+Where the training bars show nothing to time, a head pushed off always-long learns noise instead,
+and its validation beats holding's by chance more often than a collapsed head's does (turbulence
+2002 and 453 in the thirty-ninth round). `train.direction_balance_evidence` asks the contest's
+tests first (`training.run.evidence`): the loss is on only where the momentum or the persistence
+test finds past returns predicting later ones at that p-value (`balance_applies`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch as th
 
+from envs import MarketData
+from training.config import RunConfig
+from training.run.evidence import training_evidence
 from training.run.outcomes import RolloutPass
 
 
@@ -57,3 +68,14 @@ class DirectionBalance(RolloutPass):
     def _weight(self) -> float:
         """`weight` at timestep 0, falling linearly to 0 at `until`."""
         return self.weight * max(0.0, 1.0 - self.model.num_timesteps / self.until)
+
+
+def balance_applies(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> bool:
+    """Whether a run of `cfg` on the training `ranges` ((market, bars) pairs, the real ones)
+    trains with the balance loss: `train.direction_balance` > 0 and, with
+    `train.direction_balance_evidence` set, a test of the bars finds past returns predicting
+    later ones below it (`Evidence.predicts_returns`)."""
+    if cfg.train.direction_balance <= 0:
+        return False
+    level = cfg.train.direction_balance_evidence
+    return level is None or training_evidence(cfg, ranges).predicts_returns(level)

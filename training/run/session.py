@@ -24,7 +24,7 @@ from envs import BatchedTradingEnv, MarketData
 from envs.core import TradingCore
 from training.config import ConfigError, RunConfig
 from training.run.augment import FeatureNoise, resampled_path
-from training.run.balance import DirectionBalance
+from training.run.balance import DirectionBalance, balance_applies
 from training.run.callbacks import HeadMonitor, InterruptCheck, TradingMonitor
 from training.run.folder import RunDir, policy_kwargs, restore_checkpoint
 from training.run.interrupt import remembered_ctrl_c
@@ -124,10 +124,17 @@ def fit(
     With `train.direction_outcomes` or `train.direction_teacher` > 0 the direction head also
     learns, after each PPO update, what every level paid (`training.run.outcomes`) or what a
     linear model of the real ranges' bars establishes (`training.run.teacher`; fitted here, and
-    said in one printed line, before training).
+    said in one printed line, before training); with `train.direction_balance` > 0 it is also
+    kept from settling on one level early (`training.run.balance`; whether it is, where
+    `train.direction_balance_evidence` asks the bars first, is printed).
     TensorBoard logs go to `run.tensorboard`; nothing is saved here.
     """
     real_ranges = len(ranges)  # the copies follow them
+    balance = balance_applies(cfg, ranges)
+    if cfg.train.direction_balance > 0:
+        level = cfg.train.direction_balance_evidence
+        off = f"off: no test of the training bars finds returns predicting at p < {level}"
+        print(f"direction balance loss: {'on' if balance else off}")
     if cfg.train.resampled_paths:  # more paths of the same bars (`resampled_path`)
         rng = np.random.default_rng(cfg.train.seed)
         block, method = cfg.train.resample_block, cfg.train.resample_method
@@ -156,7 +163,7 @@ def fit(
         monitors: list[BaseCallback] = [InterruptCheck(), HeadMonitor(cfg.env), TradingMonitor()]
         if outcomes > 0:  # the direction head also learns from the levels it did not take
             monitors.append(DirectionOutcomes(outcomes, cfg.ppo.batch_size, cfg.train.seed))
-        if cfg.train.direction_balance > 0:  # no collapse onto one level early (run/balance.py)
+        if balance:  # no collapse onto one level early (run/balance.py)
             until = round(cfg.train.direction_balance_until * cfg.train.total_timesteps)
             monitors.append(
                 DirectionBalance(
