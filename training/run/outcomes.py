@@ -93,13 +93,11 @@ class RolloutPass(BaseCallback):
         if self._pending is None:
             return
         flat, self._pending = self._pending, None
-        taught = self._targets(flat)
-        if taught is None:
+        weight = self._weight()
+        taught = self._targets(flat)  # read even at weight 0: a subclass may clear its state
+        if taught is None or weight <= 0:
             return
         rows, target = taught
-        weight = self._weight()
-        if weight <= 0:
-            return
         assert isinstance(self.model, PPO)
         max_grad_norm = self.model.max_grad_norm
         policy = policy_of(self.model)
