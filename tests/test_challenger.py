@@ -300,6 +300,37 @@ def test_with_exposure_the_challenger_leads_only_over_an_incumbent_that_validate
     assert not unread["challenger_led"] and "returns predict none below" in format_contest(unread)
 
 
+@pytest.mark.parametrize(
+    ("exposure", "led", "clause"),
+    [
+        (0.0, True, "in the market on 0.0% of the bars, at least 96% or at most 4%"),
+        (4.0, True, "at least 96% or at most 4%"),  # the level itself leads, flat side too
+        (98.5, True, "in the market on 98.5% of the bars, at least 96% or at most 4%"),
+        (50.0, False, "in the market on 50.0% of the bars, below 96% and above 4%"),
+        (None, True, "none of the bars (no finite pass), at least 96% or at most 4%"),
+    ],
+)  # fmt: skip
+def test_either_collapse_lets_the_challenger_lead_over_an_always_flat_incumbent_too(
+    tmp_path, exposure, led, clause
+):
+    run = contenders(tmp_path, incumbent=1.0, challenger=0.9)
+    incumbent = run.contender("incumbent")
+    passes = [{**history(1.0)[0], "exposure_pct": exposure}]
+    incumbent.validation_history.write_text(json.dumps(passes))
+    either = rules(
+        challenger_prior=0.01, challenger_prior_exposure=96, challenger_prior_collapse="either"
+    )
+    choice = keep_better_contender(run, either, Evidence(0.5, 1.0, 0.005))
+    assert choice["challenger_led"] == led and choice["challenger_prior_collapse"] == "either"
+    assert choice["kept"] == ("challenger" if led else "incumbent")
+    assert clause in format_contest(choice)
+    # "long", the default, leads over the always-long collapse alone
+    only_long = keep_better_contender(
+        run, rules(challenger_prior=0.01, challenger_prior_exposure=96), Evidence(0.5, 1.0, 0.005)
+    )
+    assert only_long["challenger_led"] == (exposure == 98.5)
+
+
 def test_a_run_measures_the_evidence_on_its_own_training_bars(tmp_path):
     run = tmp_path / "run"
     gate = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.challenger_evidence=1"]
@@ -588,6 +619,19 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
         (
             ["train.challenger_prior_exposure=96"],
             "train.challenger_prior_exposure: expected null without a challenger prior",
+        ),
+        (
+            ["train.challenger_prior=0.01", "train.challenger_prior_collapse=either"],
+            "train.challenger_prior_collapse: expected \"long\" without a challenger prior "
+            "exposure",
+        ),
+        (
+            [
+                "train.challenger_prior=0.01",
+                "train.challenger_prior_exposure=96",
+                "train.challenger_prior_collapse=short",
+            ],
+            "train.challenger_prior_collapse: expected one of",
         ),
         (["train.challenger_prior_tests=[]"], "train.challenger_prior_tests: expected a list"),
         (

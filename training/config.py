@@ -67,6 +67,9 @@ EvidencePer = Literal["test", "family"]
 # The tests of the training bars that find past returns predicting later ones (run/evidence.py,
 # `PREDICTING_TESTS`): those train.challenger_prior may read
 PredictingTest = Literal["momentum", "persistence"]
+# Which collapse of the incumbent train.challenger_prior_exposure looks for (run/challenger.py,
+# `collapsed`): always "long" only, or "either" always long or always flat
+Collapse = Literal["long", "either"]
 _DERIVED = {  # keys that once were configured, and where the value comes from now
     "trunk.window": "the trunk reads env.window",
     "trunk.n_features": "the trunk reads the data's feature count",
@@ -296,6 +299,9 @@ class TrainConfig:
     # validation pass held a position on at least this percent of the validation bars (the
     # always-long collapse validates like holding); None: whatever its exposure
     challenger_prior_exposure: float | None = None
+    # With challenger_prior_exposure, which collapse counts: "long" (in the market on at least
+    # that percent of the validation bars) or "either" (also flat on at least that percent)
+    challenger_prior_collapse: Collapse = "long"
     # The tests challenger_prior reads: either finding past returns predicting later ones at
     # its level lets the challenger lead
     challenger_prior_tests: tuple[PredictingTest, ...] = ("momentum", "persistence")
@@ -396,6 +402,13 @@ class TrainConfig:
                     "challenger_prior_exposure",
                     self.challenger_prior_exposure is None or self.challenger_prior is not None,
                     "null without a challenger prior (set train.challenger_prior)",
+                ),
+                (
+                    "challenger_prior_collapse",
+                    self.challenger_prior_collapse == "long"
+                    or self.challenger_prior_exposure is not None,
+                    '"long" without a challenger prior exposure (set '
+                    "train.challenger_prior_exposure)",
                 ),
                 (
                     "challenger_prior_tests",
@@ -751,6 +764,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.challenger_prior",
     "train.challenger_prior_halves",
     "train.challenger_prior_exposure",
+    "train.challenger_prior_collapse",
     "train.challenger_prior_tests",
     "train.hold_margin",
     "train.hold_against",

@@ -53,6 +53,10 @@ every turbulence and crash-risk target the prior alone lost, and rescued 2 of 5 
 20, but lost 8 of 17 random walks whose bars passed the prior's tests: a random walk's incumbent
 holds, and holding is as exposed as the collapse (benchmarks/RESULTS.md, thirty-seventh round),
 so the default config leaves it unset.
+With `train.challenger_prior_collapse` "either", an incumbent whose best pass was flat on at
+least that percent of the bars counts as collapsed too: trend 2110's incumbent, one of the
+default's misses, validated 0% exposed on a validation range that fell, so it beat holding
+(benchmarks/RESULTS.md, fortieth round).
 `train.challenger_prior_tests` names the tests the prior reads: the persistence test alone, at
 any level from 0.003 to 0.0003, still led on a turbulence series whose returns persisted by
 chance, and lost it (benchmarks/RESULTS.md, thirty-seventh round).
@@ -121,6 +125,7 @@ from stable_baselines3.common.logger import configure
 from envs import MarketData, TradingEnv
 from training.config import (
     NO_CONTEST,
+    Collapse,
     HoldAgainst,
     RunConfig,
     TrainConfig,
@@ -213,11 +218,14 @@ def evidence_admits(evidence: float | None, level: float | None) -> bool:
     return level is None or (evidence is not None and evidence < level)
 
 
-def collapsed(exposure_pct: float | None, level: float) -> bool:
+def collapsed(exposure_pct: float | None, level: float, collapse: Collapse = "long") -> bool:
     """Whether a best validation pass in the market on `exposure_pct` percent of the validation
     bars (None: no finite pass, never in the market) was so at `level` percent or more
-    (`train.challenger_prior_exposure`): the always-long collapse validates like holding."""
-    return (exposure_pct or 0.0) >= level
+    (`train.challenger_prior_exposure`): the always-long collapse validates like holding. With
+    `collapse` "either" (`train.challenger_prior_collapse`) a pass flat on `level` percent of
+    the bars or more counts too: a head collapsed to always flat validates like cash."""
+    exposure = exposure_pct or 0.0
+    return exposure >= level or (collapse == "either" and 100.0 - exposure >= level)
 
 
 def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
@@ -325,8 +333,11 @@ def keep_better_contender(
             if rules.challenger_prior_exposure is not None:
                 exposure = exposures.get("incumbent")
                 choice["challenger_prior_exposure_level"] = rules.challenger_prior_exposure
+                choice["challenger_prior_collapse"] = rules.challenger_prior_collapse
                 choice["incumbent_exposure_pct"] = exposure
-                led = led and collapsed(exposure, rules.challenger_prior_exposure)
+                led = led and collapsed(
+                    exposure, rules.challenger_prior_exposure, rules.challenger_prior_collapse
+                )
             led = led and rows["challenger"]["best_validation_score"] is not None
             choice["challenger_led"] = led
         if led:  # the challenger is the prior: the incumbent must show it is better
@@ -467,10 +478,13 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
             else f"{exposure:.1f}% of the bars"
         )
         exposed = f"the incumbent's best validation pass in the market on {shown}"
+    collapse = choice.get("challenger_prior_collapse", "long")
+    either = collapse == "either" and exposure_level is not None
     if choice.get("challenger_led"):
         shown = f", and {in_halves}, below {halves:g}" if in_halves else ""
         if exposed:
-            shown += f", and {exposed}, at least {exposure_level:g}%"
+            flat = f" or at most {100 - exposure_level:g}%" if either else ""
+            shown += f", and {exposed}, at least {exposure_level:g}%{flat}"
         return f"the challenger was the prior: {found}, below {level:g}{shown}"
     if halves is not None and not evidence.predicts_in_halves(halves):
         return (
@@ -478,11 +492,12 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
             f"{halves:g}"
         )
     if exposure_level is not None and not collapsed(
-        choice["incumbent_exposure_pct"], exposure_level
+        choice["incumbent_exposure_pct"], exposure_level, collapse
     ):
+        flat = f" and above {100 - exposure_level:g}%" if either else ""
         return (
             f"the incumbent was the prior: {found}, below {level:g}, but {exposed}, below "
-            f"{exposure_level:g}%"
+            f"{exposure_level:g}%{flat}"
         )
     return (
         f"the incumbent was the prior: {found}, below {level:g}, but the challenger could not lead"
