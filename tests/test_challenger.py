@@ -622,8 +622,7 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
         ),
         (
             ["train.challenger_prior=0.01", "train.challenger_prior_collapse=either"],
-            "train.challenger_prior_collapse: expected \"long\" without a challenger prior "
-            "exposure",
+            'train.challenger_prior_collapse: expected "long" without a challenger prior exposure',
         ),
         (
             [
