@@ -479,11 +479,14 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
         )
         exposed = f"the incumbent's best validation pass in the market on {shown}"
     collapse = choice.get("challenger_prior_collapse", "long")
-    either = collapse == "either" and exposure_level is not None
+    # the exposure at or below which an always-flat incumbent counts as collapsed, if it does
+    flat_level = 100 - exposure_level if exposure_level is not None else None
+    if collapse != "either":
+        flat_level = None
     if choice.get("challenger_led"):
         shown = f", and {in_halves}, below {halves:g}" if in_halves else ""
         if exposed:
-            flat = f" or at most {100 - exposure_level:g}%" if either else ""
+            flat = f" or at most {flat_level:g}%" if flat_level is not None else ""
             shown += f", and {exposed}, at least {exposure_level:g}%{flat}"
         return f"the challenger was the prior: {found}, below {level:g}{shown}"
     if halves is not None and not evidence.predicts_in_halves(halves):
@@ -494,7 +497,7 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
     if exposure_level is not None and not collapsed(
         choice["incumbent_exposure_pct"], exposure_level, collapse
     ):
-        flat = f" and above {100 - exposure_level:g}%" if either else ""
+        flat = f" and above {flat_level:g}%" if flat_level is not None else ""
         return (
             f"the incumbent was the prior: {found}, below {level:g}, but {exposed}, below "
             f"{exposure_level:g}%{flat}"
