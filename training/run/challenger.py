@@ -480,9 +480,9 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
         exposed = f"the incumbent's best validation pass in the market on {shown}"
     collapse = choice.get("challenger_prior_collapse", "long")
     # the exposure at or below which an always-flat incumbent counts as collapsed, if it does
-    flat_level = 100 - exposure_level if exposure_level is not None else None
-    if collapse != "either":
-        flat_level = None
+    flat_level = (
+        100 - exposure_level if exposure_level is not None and collapse == "either" else None
+    )
     if choice.get("challenger_led"):
         shown = f", and {in_halves}, below {halves:g}" if in_halves else ""
         if exposed:
