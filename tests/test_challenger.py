@@ -261,6 +261,20 @@ def test_the_prior_reads_only_the_tests_it_is_given(tmp_path, evidence, led, cla
     assert both["challenger_led"] and both["challenger_prior_tests"] == ["momentum", "persistence"]
 
 
+def incumbent_exposed(tmp_path, exposure):
+    """A contest whose incumbent (validated at 1.0 against the challenger's 0.9) had its one
+    pass in the market on `exposure` percent of the bars; None: no finite pass, no best model."""
+    run = contenders(tmp_path, incumbent=1.0, challenger=0.9)
+    incumbent = run.contender("incumbent")
+    if exposure is None:  # no finite pass: no best model, and no exposure recorded
+        incumbent.validation_history.write_text(json.dumps(history(None)))
+        incumbent.best_model.unlink()
+    else:
+        passes = [{**history(1.0)[0], "exposure_pct": exposure}]
+        incumbent.validation_history.write_text(json.dumps(passes))
+    return run
+
+
 @pytest.mark.parametrize(
     ("exposure", "led", "clause"),
     [
@@ -277,14 +291,7 @@ def test_the_prior_reads_only_the_tests_it_is_given(tmp_path, evidence, led, cla
 def test_with_exposure_the_challenger_leads_only_over_an_incumbent_that_validated_exposed(
     tmp_path, exposure, led, clause
 ):
-    run = contenders(tmp_path, incumbent=1.0, challenger=0.9)
-    incumbent = run.contender("incumbent")
-    if exposure is None:  # no finite pass: no best model, and no exposure recorded
-        incumbent.validation_history.write_text(json.dumps(history(None)))
-        incumbent.best_model.unlink()
-    else:
-        passes = [{**history(1.0)[0], "exposure_pct": exposure}]
-        incumbent.validation_history.write_text(json.dumps(passes))
+    run = incumbent_exposed(tmp_path, exposure)
     evidence = Evidence(0.5, 1.0, 0.005)
     choice = keep_better_contender(
         run, rules(challenger_prior=0.01, challenger_prior_exposure=96), evidence
@@ -313,10 +320,7 @@ def test_with_exposure_the_challenger_leads_only_over_an_incumbent_that_validate
 def test_either_collapse_lets_the_challenger_lead_over_an_always_flat_incumbent_too(
     tmp_path, exposure, led, clause
 ):
-    run = contenders(tmp_path, incumbent=1.0, challenger=0.9)
-    incumbent = run.contender("incumbent")
-    passes = [{**history(1.0)[0], "exposure_pct": exposure}]
-    incumbent.validation_history.write_text(json.dumps(passes))
+    run = incumbent_exposed(tmp_path, exposure)
     either = rules(
         challenger_prior=0.01, challenger_prior_exposure=96, challenger_prior_collapse="either"
     )
