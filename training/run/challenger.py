@@ -225,7 +225,15 @@ def collapsed(exposure_pct: float | None, level: float, collapse: Collapse = "lo
     `collapse` "either" (`train.challenger_prior_collapse`) a pass flat on `level` percent of
     the bars or more counts too: a head collapsed to always flat validates like cash."""
     exposure = exposure_pct or 0.0
-    return exposure >= level or (collapse == "either" and 100.0 - exposure >= level)
+    flat = flat_bound(level, collapse)
+    return exposure >= level or (flat is not None and exposure <= flat)
+
+
+def flat_bound(level: float, collapse: Collapse) -> float | None:
+    """The exposure percent at or below which a best pass counts as collapsed to always flat
+    (flat on `level` percent of the bars or more) under `collapse`; None where only the
+    always-long collapse counts (`collapse` "long")."""
+    return 100.0 - level if collapse == "either" else None
 
 
 def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
@@ -479,10 +487,7 @@ def describe_prior(evidence: Evidence, choice: Mapping[str, Any]) -> str:
         )
         exposed = f"the incumbent's best validation pass in the market on {shown}"
     collapse = choice.get("challenger_prior_collapse", "long")
-    # the exposure at or below which an always-flat incumbent counts as collapsed, if it does
-    flat_level = (
-        100 - exposure_level if exposure_level is not None and collapse == "either" else None
-    )
+    flat_level = flat_bound(exposure_level, collapse) if exposure_level is not None else None
     if choice.get("challenger_led"):
         shown = f", and {in_halves}, below {halves:g}" if in_halves else ""
         if exposed:
