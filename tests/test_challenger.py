@@ -492,6 +492,41 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
 
 
 @pytest.mark.parametrize(
+    ("against", "hold", "kept", "to_beat"),
+    [
+        ("best", 0.25, "incumbent", 0.295),  # holding's +0.25 plus 0.5 x 0.18 / 2; best +0.30
+        ("best", 0.26, "hold", 0.305),
+        ("median", 0.05, "incumbent", 0.095),  # the median pass, +0.10, must beat it
+        ("median", 0.06, "hold", 0.105),
+    ],
+)
+def test_where_holding_is_the_prior_the_policys_median_pass_can_be_asked(
+    tmp_path, against, hold, kept, to_beat
+):
+    run = RunDir(tmp_path)
+    # Growth, its volatility and Sharpe of five passes: best +0.30, median +0.10
+    passes = [(-0.2, 0.3, 0.1), (0.1, 0.25, 0.8), (0.3, 0.2, 1.9), (0.05, 0.2, 0.5), (0.15, 0.2, 1)]
+    histories = {
+        "incumbent": [entry for growth in passes for entry in growth_history(*growth)],
+        "hold": growth_history(hold, 0.18, 1.9),
+    }
+    for name, history in histories.items():
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(history))
+        folder.best_model.write_bytes(f"best {name}".encode())
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
+    choice = keep_better_contender(
+        run, rules(select_by="growth", policy_against=against, **keys), Evidence(0.4, 0.5, 0.3)
+    )
+    assert choice["kept"] == kept and choice["policy_against"] == against
+    assert choice["policy_score_to_beat"] == pytest.approx(to_beat)
+    assert_adopted(run, run.contender(kept))
+    shown = format_contest(choice)
+    assert ("the median pass of the incumbent had to beat" in shown) == (against == "median")
+
+
+@pytest.mark.parametrize(
     ("evidence", "hold", "kept", "clause"),
     [
         # No structure at 0.1: holding is the prior, the policy must beat 0.30 + 0.5 x 0.18 / 2.
@@ -596,6 +631,7 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
         (['train.challenger=["env.window=8"]'], "a challenger changes only ppo, policy, trunk"),
         (['train.challenger=["train.restarts=2"]'], "other than train.challenger"),
         (['train.challenger=["train.hold_against=median"]'], "train.hold_against"),
+        (['train.challenger=["train.policy_against=median"]'], "train.policy_against"),
         (['train.challenger=["ppo.learning_rat=1"]'], "did you mean 'ppo.learning_rate'"),
         (['train.challenger=["ppo.learning_rate=abc"]'], "ppo.learning_rate: expected float"),
         (['train.challenger=["ppo.gamma"]'], "expected KEY=VALUE"),

@@ -60,7 +60,8 @@ _OVERRIDE_SOURCE = "--set"
 # How resampled training paths order their blocks (`training.run.augment.block_order`).
 ResampleMethod = Literal["permutation", "bootstrap"]
 SelectBy = Literal["sharpe", "growth"]  # what validation ranks passes and contenders by
-HoldAgainst = Literal["best", "median"]  # which score of the kept policy holding must beat
+# Which of a policy's validation passes a contest compares: its best, or the median of them
+PassScore = Literal["best", "median"]
 # What train.hold_evidence is the level of: each "test" of the training bars, or the "family" of
 # those measured, which share it equally (run/evidence.py, `Evidence.level_per_test`)
 EvidencePer = Literal["test", "family"]
@@ -308,7 +309,7 @@ class TrainConfig:
     hold_margin: float | None = None  # the same for holding (run/challenger.py); None: no hold
     # What holding must beat by hold_margin: the kept policy's "best" validation pass, or the
     # "median" of its passes (the best of several leans the comparison towards the policy)
-    hold_against: HoldAgainst = "best"
+    hold_against: PassScore = "best"
     # Where no test of the training bars finds structure at this p-value (their momentum
     # predicting the next decision's return, their extreme moves leaning to the side a stop
     # guards, their returns persisting: run/evidence.py), holding is the prior: the trained
@@ -316,6 +317,9 @@ class TrainConfig:
     hold_evidence: float | None = None
     hold_evidence_per: EvidencePer = "test"  # hold_evidence is each test's level, or the family's
     policy_margin: float = 0.0  # standard errors of holding's score, where holding is the prior
+    # Which score of the policy must beat holding's by policy_margin where holding is the
+    # prior: its "best" validation pass, or the "median" of its passes
+    policy_against: PassScore = "best"
     # What validation keeps (the pass, restart or contender): the best "sharpe", or "growth",
     # annualised log growth (evaluation/selection.py: under a leverage cap a policy that mostly
     # stands aside validates at a high Sharpe and earns little); the margins are in its units
@@ -771,6 +775,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.hold_evidence",
     "train.hold_evidence_per",
     "train.policy_margin",
+    "train.policy_against",
 )
 _CONTEST_KEYS = ("train.challenger", *_CONTEST_CHOICE_KEYS, "train.restarts", "train.run_dir")
 # The keys that only choose among what a run trained (which validation pass, which contender),
@@ -785,7 +790,8 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
     (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
-    (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`),
+    (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`,
+    `policy_against`),
     `train.restarts`, `train.run_dir`): both trainings read the same data through the same env
     and are compared on the same validation bars. Raises `ConfigError`, one line naming
     `source`, on any mistake in the overrides.

@@ -93,7 +93,9 @@ the tail test finds every crash-risk series of 200, and the persistence test 15 
 hits the first two tests lost, and the default config sets 0.1 with a margin of 0.5 (C107,
 twenty-eighth round). With the momentum test sized at its level (C108, twenty-ninth round) the
 rule reaches the random walks whose chance momentum the old test called significant, the likely
-misses among them.
+misses among them. With `train.policy_against` "median" the policy must show it with the median
+of its validation passes rather than the best: a policy that fitted noise validates well only on
+its luckiest pass, one that learned structure on most of them.
 
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
@@ -126,7 +128,7 @@ from envs import MarketData, TradingEnv
 from training.config import (
     NO_CONTEST,
     Collapse,
-    HoldAgainst,
+    PassScore,
     RunConfig,
     TrainConfig,
     challenger_config,
@@ -247,7 +249,8 @@ def keep_better_contender(
 ) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps, by the contest
     keys of `rules` (`train.challenger_margin`, `challenger_evidence`, `hold_margin`,
-    `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`, `select_by`);
+    `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`, `policy_against`,
+    `select_by`);
     returns (and writes to `run.contest`) what was compared.
 
     The contenders are those of `CONTENDERS` with a folder in `run`, each ranked by its best
@@ -270,8 +273,9 @@ def keep_better_contender(
     `hold_margin` of that one's standard errors; but with `hold_evidence`, where no test of
     `evidence` finds structure below it (`Evidence.shows_structure`; with
     `hold_evidence_per` "family", below its share, `Evidence.level_per_test`), holding is the
-    prior instead: the one kept so far stays only when its best pass's score exceeds holding's
-    by more than `policy_margin` of holding's standard errors. A trained contender without a
+    prior instead: the one kept so far stays only when its best pass's score (with
+    `policy_against` "median", the median of its passes' finite scores) exceeds holding's by
+    more than `policy_margin` of holding's standard errors. A trained contender without a
     finite best pass (it never held a position, or never validated) counts as flat, score 0
     with the standard error of a Sharpe ratio, when it is the one to beat; one without a finite
     pass is never kept over another.
@@ -299,22 +303,26 @@ def keep_better_contender(
     entries = [entry for history in histories.values() for entry in history]
     years = next((entry["years"] for entry in entries if entry["years"]), None)
 
-    def bar(kept: str, margin: float, against: HoldAgainst = "best") -> float:
+    def score(name: str, of: PassScore = "best") -> float | None:
+        """`name`'s best pass's score, or the median of its passes' finite scores (None: no
+        finite pass)."""
+        if of == "median":
+            finite = [score for score in map(pass_score, histories[name]) if score is not None]
+            return statistics.median(finite) if finite else None
+        best_score: float | None = rows[name]["best_validation_score"]
+        return best_score
+
+    def bar(kept: str, margin: float, against: PassScore = "best") -> float:
         """The score that beats `kept`'s (its best pass's, or the median of its passes') by
         `margin` of its standard errors."""
         error = standard_errors[kept]
         if not math.isfinite(error):  # flat, or a history written before scores had one
             error = 1.0 / math.sqrt(years) if years else math.inf
-        if against == "median":
-            finite = [score for score in map(pass_score, histories[kept]) if score is not None]
-            reference = statistics.median(finite) if finite else None
-        else:
-            reference = rows[kept]["best_validation_score"]
-        return (reference or 0.0) + margin * error
+        return (score(kept, against) or 0.0) + margin * error
 
-    def beats(name: str, to_beat: float) -> bool:
-        score = rows[name]["best_validation_score"]
-        return score is not None and score > to_beat
+    def beats(name: str, to_beat: float, of: PassScore = "best") -> bool:
+        found = score(name, of)
+        return found is not None and found > to_beat
 
     kept = "incumbent"
     choice: dict[str, Any] = {
@@ -374,8 +382,9 @@ def keep_better_contender(
             to_beat = bar("hold", rules.policy_margin)
             choice["policy"] = kept
             choice["policy_margin_standard_errors"] = rules.policy_margin
+            choice["policy_against"] = rules.policy_against
             choice["policy_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
-            kept = kept if beats(kept, to_beat) else "hold"
+            kept = kept if beats(kept, to_beat, rules.policy_against) else "hold"
     adopt(run, run.contender(kept), histories[kept])
     choice = {"kept": kept, **choice, "contenders": list(rows.values())}
     write_json_atomic(run.contest, choice)
@@ -411,7 +420,10 @@ def format_contest(choice: dict[str, Any]) -> str:
         if "policy_score_to_beat" in choice:
             margin = choice["policy_margin_standard_errors"]
             to_beat = choice["policy_score_to_beat"]
-            rules.append(rule(f"the {choice['policy']}", to_beat, margin, "holding"))
+            who = f"the {choice['policy']}"
+            if choice.get("policy_against") == "median":
+                who = f"the median pass of the {choice['policy']}"
+            rules.append(rule(who, to_beat, margin, "holding"))
         else:
             margin = choice["hold_margin_standard_errors"]
             than = "the policy kept before it"
