@@ -95,7 +95,10 @@ twenty-eighth round). With the momentum test sized at its level (C108, twenty-ni
 rule reaches the random walks whose chance momentum the old test called significant, the likely
 misses among them. With `train.policy_against` "median" the policy must show it with the median
 of its validation passes rather than the best: a policy that fitted noise validates well only on
-its luckiest pass, one that learned structure on most of them.
+its luckiest pass. Read held out (C143, benchmarks/RESULTS.md, forty-first round) it sent four
+turbulence policies to holding, two of them near misses, and lost two of the three trend hits
+on 14 trend series whose bars show no structure: trend challengers that learned their lesson
+validated like that too, so the default config keeps `best`.
 
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
