@@ -110,6 +110,26 @@ def contenders(root: Path, **sharpes: float | None) -> RunDir:
     return run
 
 
+def incumbent_of_five_passes_and_hold(root: Path, hold: float) -> RunDir:
+    """A run in `root` whose incumbent validated five times, best log growth +0.30 and median
+    +0.10 (and once more at a NaN score, which neither counts), and whose hold contender at
+    `hold` (volatility 0.18), each with a best model."""
+    run = RunDir(root)
+    # Growth, its volatility and Sharpe of five passes: best +0.30, median +0.10
+    passes = [(-0.2, 0.3, 0.1), (0.1, 0.25, 0.8), (0.3, 0.2, 1.9), (0.05, 0.2, 0.5), (0.15, 0.2, 1)]
+    histories = {
+        "incumbent": [entry for growth in passes for entry in growth_history(*growth)],
+        "hold": growth_history(hold, 0.18, 1.9),
+    }
+    histories["incumbent"].append({**histories["incumbent"][0], "score": float("nan")})
+    for name, history in histories.items():
+        folder = run.contender(name)
+        folder.root.mkdir()
+        folder.validation_history.write_text(json.dumps(history))
+        folder.best_model.write_bytes(f"best {name}".encode())
+    return run
+
+
 def assert_adopted(run: RunDir, source: RunDir) -> None:
     """`run` holds `source`'s best model, or its final one when it has no best."""
     if source.best_model.exists():
@@ -468,19 +488,7 @@ def test_by_growth_holding_beats_a_policy_that_stands_aside(tmp_path, incumbent,
     ],
 )
 def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat):
-    run = RunDir(tmp_path)
-    # Growth, its volatility and Sharpe of five passes: best +0.30, median +0.10
-    passes = [(-0.2, 0.3, 0.1), (0.1, 0.25, 0.8), (0.3, 0.2, 1.9), (0.05, 0.2, 0.5), (0.15, 0.2, 1)]
-    histories = {
-        "incumbent": [entry for growth in passes for entry in growth_history(*growth)],
-        "hold": growth_history(hold, 0.18, 1.9),
-    }
-    histories["incumbent"].append({**histories["incumbent"][0], "score": float("nan")})
-    for name, history in histories.items():
-        folder = run.contender(name)
-        folder.root.mkdir()
-        folder.validation_history.write_text(json.dumps(history))
-        folder.best_model.write_bytes(f"best {name}".encode())
+    run = incumbent_of_five_passes_and_hold(tmp_path, hold)
     choice = keep_better_contender(
         run, rules(hold_margin=1.0, select_by="growth", hold_against=against)
     )
@@ -503,18 +511,7 @@ def test_holding_against_the_median_pass(tmp_path, against, hold, kept, to_beat)
 def test_where_holding_is_the_prior_the_policys_median_pass_can_be_asked(
     tmp_path, against, hold, kept, to_beat
 ):
-    run = RunDir(tmp_path)
-    # Growth, its volatility and Sharpe of five passes: best +0.30, median +0.10
-    passes = [(-0.2, 0.3, 0.1), (0.1, 0.25, 0.8), (0.3, 0.2, 1.9), (0.05, 0.2, 0.5), (0.15, 0.2, 1)]
-    histories = {
-        "incumbent": [entry for growth in passes for entry in growth_history(*growth)],
-        "hold": growth_history(hold, 0.18, 1.9),
-    }
-    for name, history in histories.items():
-        folder = run.contender(name)
-        folder.root.mkdir()
-        folder.validation_history.write_text(json.dumps(history))
-        folder.best_model.write_bytes(f"best {name}".encode())
+    run = incumbent_of_five_passes_and_hold(tmp_path, hold)
     keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
     choice = keep_better_contender(
         run, rules(select_by="growth", policy_against=against, **keys), Evidence(0.4, 0.5, 0.3)

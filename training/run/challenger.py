@@ -310,7 +310,7 @@ def keep_better_contender(
         """`name`'s best pass's score, or the median of its passes' finite scores (None: no
         finite pass)."""
         if of == "median":
-            finite = [score for score in map(pass_score, histories[name]) if score is not None]
+            finite = [value for value in map(pass_score, histories[name]) if value is not None]
             return statistics.median(finite) if finite else None
         best_score: float | None = rows[name]["best_validation_score"]
         return best_score
