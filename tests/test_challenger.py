@@ -11,7 +11,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from training.config import ConfigError, TrainConfig, challenger_config, load_config
-from training.run.challenger import format_contest, keep_better_contender
+from training.run.challenger import contest_evidence, format_contest, keep_better_contender
 from training.run.data import RunData
 from training.run.evidence import (
     Evidence,
@@ -576,6 +576,61 @@ def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
 
 
 @pytest.mark.parametrize(
+    ("evidence", "kept", "clause"),
+    [
+        # The trend established beyond the level: holding, a standard error better, stands down
+        (Evidence(0.3, 1.0, 6e-8), "incumbent", "holding was no contender: the training bars' "
+         "returns persist at p = 6e-08, below 0.0001"),
+        (Evidence(5e-5, 1.0, 0.2), "incumbent", "holding was no contender: the training bars' "
+         "momentum predicts the next decision's return at p = 5e-05, below 0.0001"),
+        # Structure, not established: holding is a contender and wins by its margin
+        (Evidence(0.3, 1.0, 9.3e-4), "hold", "holding was a contender: the training bars' "
+         "returns persist at p = 0.00093, below 0.1"),
+        # Extreme moves are a stop's lesson, which holding does not stand down for
+        (Evidence(0.3, 1e-9, 0.2), "hold", "holding was a contender: the training bars' "
+         "extreme moves lean to the side a stop guards at p = 1e-09, below 0.1"),
+        # No test measurable: holding is the prior, and wins
+        (None, "hold", "holding was the prior"),
+    ],
+)  # fmt: skip
+def test_holding_stands_down_where_the_training_bars_establish_a_lesson(
+    tmp_path, evidence, kept, clause
+):
+    run = incumbent_and_hold(tmp_path, 0.42)  # above the incumbent's 0.30 + 1 x 0.10
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
+    choice = keep_better_contender(
+        run, rules(select_by="growth", hold_unless_evidence=1e-4, **keys), evidence
+    )
+    assert choice["kept"] == kept and choice["hold_unless_evidence_level"] == 1e-4
+    stood_down = kept == "incumbent"
+    assert choice["hold_stood_down"] == stood_down
+    assert ("hold_score_to_beat" in choice) != stood_down or evidence is None
+    assert [row["contender"] for row in choice["contenders"]] == ["incumbent", "hold"]
+    assert clause in format_contest(choice)
+    assert_adopted(run, run.contender(kept))
+    without = keep_better_contender(run, rules(select_by="growth", **keys), evidence)
+    assert without["kept"] == "hold" and "hold_stood_down" not in without
+
+
+@pytest.mark.parametrize(
+    ("keys", "read"),
+    [
+        ([], False),
+        (["train.hold_margin=1"], False),
+        (["train.hold_margin=1", "train.hold_unless_evidence=1e-4"], True),
+        (["train.hold_margin=1", "train.hold_evidence=0.1"], True),
+    ],
+)
+def test_the_contest_reads_the_training_bars_only_where_a_rule_asks(keys, read):
+    cfg = load_config("configs/smoke.yaml", ["env.momentum_horizons=[4,8]", *keys])
+    training = RunData.load(cfg).ranges("train", 1, cfg.env.window)
+    evidence = contest_evidence(cfg, training)
+    assert (evidence is not None) == read
+    if read:
+        assert evidence.persistence == persistence_evidence(training, 8)
+
+
+@pytest.mark.parametrize(
     ("per", "kept", "clause"),
     [
         ("test", "incumbent", "holding was a contender: the training bars' returns persist at "
@@ -691,6 +746,15 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
         (['train.challenger=["train.policy_margin=1"]'], "other than train.challenger"),
         (["train.hold_evidence_per=all"], "train.hold_evidence_per: expected one of"),
         (['train.challenger=["train.hold_evidence_per=family"]'], "other than train.challenger"),
+        (
+            ["train.hold_margin=1", "train.hold_unless_evidence=2"],
+            "train.hold_unless_evidence: expected a p-value level",
+        ),
+        (
+            ["train.hold_unless_evidence=1e-4"],
+            "train.hold_unless_evidence: expected null without a hold contender",
+        ),
+        (['train.challenger=["train.hold_unless_evidence=1e-4"]'], "other than train.challenger"),
     ],
 )
 def test_a_bad_contest_is_one_line_naming_the_key(overrides, message):

@@ -316,6 +316,10 @@ class TrainConfig:
     # policy is kept only when it validates better than holding by policy_margin; None: never
     hold_evidence: float | None = None
     hold_evidence_per: EvidencePer = "test"  # hold_evidence is each test's level, or the family's
+    # Where a test of the training bars finds past returns predicting later ones at this p-value
+    # (run/evidence.py: momentum or persistence), holding is no contender: the bars establish a
+    # lesson holding cannot take, and validation alone does not overrule it; None: everywhere
+    hold_unless_evidence: float | None = None
     policy_margin: float = 0.0  # standard errors of holding's score, where holding is the prior
     # Which score of the policy must beat holding's by policy_margin where holding is the
     # prior: its "best" validation pass, or the "median" of its passes
@@ -432,6 +436,16 @@ class TrainConfig:
                 (
                     "hold_evidence",
                     self.hold_evidence is None or self.hold_margin is not None,
+                    "null without a hold contender (set train.hold_margin)",
+                ),
+                (
+                    "hold_unless_evidence",
+                    self.hold_unless_evidence is None or 0 < self.hold_unless_evidence <= 1,
+                    "a p-value level above 0 and at most 1, or null for none",
+                ),
+                (
+                    "hold_unless_evidence",
+                    self.hold_unless_evidence is None or self.hold_margin is not None,
                     "null without a hold contender (set train.hold_margin)",
                 ),
                 ("policy_margin", self.policy_margin >= 0, "a number >= 0"),
@@ -760,7 +774,12 @@ def _built(raw: Mapping[str, Any], where: Callable[[str], str]) -> RunConfig:
 CHALLENGER_SECTIONS = ("ppo", "policy", "trunk", "train")  # what a challenger may change
 # The train keys of a contender (the challenger, and each of a contest's trainings): no contest
 # of its own, so no challenger and no hold contender, nor holding's evidence rule
-NO_CONTEST: dict[str, Any] = {"challenger": (), "hold_margin": None, "hold_evidence": None}
+NO_CONTEST: dict[str, Any] = {
+    "challenger": (),
+    "hold_margin": None,
+    "hold_evidence": None,
+    "hold_unless_evidence": None,
+}
 # How a contest chooses among its trained contenders (`training.run.challenger`)
 _CONTEST_CHOICE_KEYS = (
     "train.challenger_margin",
@@ -774,6 +793,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.hold_against",
     "train.hold_evidence",
     "train.hold_evidence_per",
+    "train.hold_unless_evidence",
     "train.policy_margin",
     "train.policy_against",
 )
@@ -790,8 +810,8 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
     (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
-    (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`,
-    `policy_against`),
+    (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`,
+    `hold_unless_evidence`, `policy_margin`, `policy_against`),
     `train.restarts`, `train.run_dir`): both trainings read the same data through the same env
     and are compared on the same validation bars. Raises `ConfigError`, one line naming
     `source`, on any mistake in the overrides.

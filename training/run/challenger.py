@@ -100,6 +100,14 @@ turbulence policies to holding, two of them near misses, and lost two of the thr
 on 14 trend series whose bars show no structure: trend challengers that learned their lesson
 validated like that too, so the default config keeps `best`.
 
+At the other end, `train.hold_unless_evidence` stands holding down where the training bars
+establish what a policy can learn: where their momentum or persistence test (the predicting
+tests) passes below that level, holding is no contender, and validation chooses among the
+trained policies alone. A trend's bars pass far below any level the tests reach on bars without
+one, and there holding's validation win is the validation range's luck: on trend 7003 and 7023
+(persistence p 6e-8) holding was kept by a standard error and took none of the edge, where the
+incumbents it replaced took 0.83 and 0.94 of it (benchmarks/RESULTS.md, forty-second round).
+
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
 growth of the contender to beat (its volatility / sqrt(years); `training.evaluation.selection`).
@@ -205,12 +213,13 @@ def prepare_hold(cfg: RunConfig, run: RunDir, validation_envs: Mapping[str, Trad
 def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> Evidence | None:
     """`training_evidence` of the training `ranges` where `cfg`'s contest reads it (a
     `train.challenger` with a `train.challenger_evidence` or a `train.challenger_prior`, or a
-    `train.hold_evidence`); None, and nothing fitted, elsewhere."""
+    `train.hold_evidence` or a `train.hold_unless_evidence`); None, and nothing fitted,
+    elsewhere."""
     train = cfg.train
     challenger_reads = bool(train.challenger) and (
         train.challenger_evidence is not None or train.challenger_prior is not None
     )
-    if not challenger_reads and train.hold_evidence is None:
+    if not challenger_reads and train.hold_evidence is None and train.hold_unless_evidence is None:
         return None
     halves = challenger_reads and train.challenger_prior_halves is not None
     return training_evidence(cfg, ranges, halves=halves)
@@ -252,8 +261,8 @@ def keep_better_contender(
 ) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps, by the contest
     keys of `rules` (`train.challenger_margin`, `challenger_evidence`, `hold_margin`,
-    `hold_against`, `hold_evidence`, `hold_evidence_per`, `policy_margin`, `policy_against`,
-    `select_by`);
+    `hold_against`, `hold_evidence`, `hold_evidence_per`, `hold_unless_evidence`,
+    `policy_margin`, `policy_against`, `select_by`);
     returns (and writes to `run.contest`) what was compared.
 
     The contenders are those of `CONTENDERS` with a folder in `run`, each ranked by its best
@@ -273,7 +282,9 @@ def keep_better_contender(
     challenger without a finite best pass never leads). Then, with `hold_margin`, the hold
     contender is kept when its score exceeds that of the one kept so far (its best pass's, or
     with `hold_against` "median" the median of its passes' finite scores) by more than
-    `hold_margin` of that one's standard errors; but with `hold_evidence`, where no test of
+    `hold_margin` of that one's standard errors, except with `hold_unless_evidence` where the
+    momentum or persistence p-value of `evidence` is below it (`Evidence.predicts_returns`):
+    there holding is no contender; and with `hold_evidence`, where no test of
     `evidence` finds structure below it (`Evidence.shows_structure`; with
     `hold_evidence_per` "family", below its share, `Evidence.level_per_test`), holding is the
     prior instead: the one kept so far stays only when its best pass's score (with
@@ -369,6 +380,12 @@ def keep_better_contender(
     if "hold" in rows:
         choice["hold_margin_standard_errors"] = rules.hold_margin
         choice["hold_against"] = rules.hold_against
+        established = False
+        if rules.hold_unless_evidence is not None:
+            choice["hold_unless_evidence_level"] = rules.hold_unless_evidence
+            choice.update(evidence_record(measured))
+            established = measured.predicts_returns(rules.hold_unless_evidence)
+            choice["hold_stood_down"] = established
         structure = True
         if rules.hold_evidence is not None:
             level = measured.level_per_test(rules.hold_evidence, rules.hold_evidence_per)
@@ -377,7 +394,9 @@ def keep_better_contender(
                 choice["hold_evidence_family_level"] = rules.hold_evidence
             choice.update(evidence_record(measured))
             structure = measured.shows_structure(level)
-        if structure:
+        if established:  # the bars establish a lesson holding cannot take: no contender
+            pass
+        elif structure:
             to_beat = bar(kept, rules.hold_margin or 0.0, rules.hold_against)
             choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
             kept = "hold" if beats("hold", to_beat) else kept
@@ -420,7 +439,14 @@ def format_contest(choice: dict[str, Any]) -> str:
                 describe_evidence(choice["evidence_p_value"], choice["evidence_level"], *clauses)
             )
     if "hold" in names:
-        if "policy_score_to_beat" in choice:
+        if choice.get("hold_stood_down"):
+            level = choice["hold_unless_evidence_level"]
+            found = findings(recorded_evidence(choice), level, PREDICTING_TESTS)
+            rules.append(
+                f"holding was no contender: the training bars' {spoken_list(found)}, below "
+                f"{level:g}"
+            )
+        elif "policy_score_to_beat" in choice:
             margin = choice["policy_margin_standard_errors"]
             to_beat = choice["policy_score_to_beat"]
             who = f"the {choice['policy']}"
@@ -433,7 +459,7 @@ def format_contest(choice: dict[str, Any]) -> str:
             if choice.get("hold_against") == "median":
                 than = "the median pass of the policy kept before it"
             rules.append(rule("holding", choice["hold_score_to_beat"], margin, than))
-        if "hold_evidence_level" in choice:
+        if "hold_evidence_level" in choice and not choice.get("hold_stood_down"):
             level, family = choice["hold_evidence_level"], choice.get("hold_evidence_family_level")
             rules.append(describe_structure(recorded_evidence(choice), level, family))
     lines = [
