@@ -584,8 +584,13 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: 
         assert _weights(adopted) == _weights(own)
 
     # A walk-forward without a contest would train: refused in one line, nothing written.
+    no_hold = (  # holding's evidence rules need a hold contender: all three go
+        "train.hold_evidence=null",
+        "train.hold_unless_evidence=null",
+        "train.hold_margin=null",
+    )
     done = benchmark("--reselect", str(trained), "--set", "train.challenger=[]",
-                     "--set", "train.hold_evidence=null", "--set", "train.hold_margin=null",
+                     *(arg for key in no_hold for arg in ("--set", key)),
                      "--out", str(tmp_path / "plain"))  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "real seed 0: a walk-forward is held again only under a config with a contest" in (
