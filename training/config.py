@@ -88,6 +88,15 @@ def _check(section: str, obj: object, checks: Sequence[tuple[str, bool, str]]) -
             raise ValueError(f"{section}.{key}: expected {expected}, got {getattr(obj, key)!r}")
 
 
+def _p_level(key: str, level: float | None) -> tuple[str, bool, str]:
+    """The `_check` that `key`'s value, `level`, is a p-value level or None (no rule)."""
+    return (
+        key,
+        level is None or 0 < level <= 1,
+        "a p-value level above 0 and at most 1, or null for none",
+    )
+
+
 @dataclass
 class DataConfig:
     """Which instruments to train on and how they split, by calendar date, into train/val/test.
@@ -380,21 +389,9 @@ class TrainConfig:
                     "a p-value, 0 < p <= 1, or null",
                 ),
                 ("challenger_margin", self.challenger_margin >= 0, "a number >= 0"),
-                (
-                    "challenger_evidence",
-                    self.challenger_evidence is None or 0 < self.challenger_evidence <= 1,
-                    "a p-value level above 0 and at most 1, or null for none",
-                ),
-                (
-                    "challenger_prior",
-                    self.challenger_prior is None or 0 < self.challenger_prior <= 1,
-                    "a p-value level above 0 and at most 1, or null for none",
-                ),
-                (
-                    "challenger_prior_halves",
-                    self.challenger_prior_halves is None or 0 < self.challenger_prior_halves <= 1,
-                    "a p-value level above 0 and at most 1, or null for none",
-                ),
+                _p_level("challenger_evidence", self.challenger_evidence),
+                _p_level("challenger_prior", self.challenger_prior),
+                _p_level("challenger_prior_halves", self.challenger_prior_halves),
                 (
                     "challenger_prior_halves",
                     self.challenger_prior_halves is None or self.challenger_prior is not None,
@@ -428,21 +425,13 @@ class TrainConfig:
                     self.hold_margin is None or self.hold_margin >= 0,
                     "a number >= 0, or null for no hold contender",
                 ),
-                (
-                    "hold_evidence",
-                    self.hold_evidence is None or 0 < self.hold_evidence <= 1,
-                    "a p-value level above 0 and at most 1, or null for none",
-                ),
+                _p_level("hold_evidence", self.hold_evidence),
                 (
                     "hold_evidence",
                     self.hold_evidence is None or self.hold_margin is not None,
                     "null without a hold contender (set train.hold_margin)",
                 ),
-                (
-                    "hold_unless_evidence",
-                    self.hold_unless_evidence is None or 0 < self.hold_unless_evidence <= 1,
-                    "a p-value level above 0 and at most 1, or null for none",
-                ),
+                _p_level("hold_unless_evidence", self.hold_unless_evidence),
                 (
                     "hold_unless_evidence",
                     self.hold_unless_evidence is None or self.hold_margin is not None,
