@@ -613,9 +613,49 @@ def test_holding_stands_down_where_the_training_bars_establish_a_lesson(
 
 
 @pytest.mark.parametrize(
+    ("evidence", "kept", "clause"),
+    [
+        # A test passes at 0.1 but none below 0.01: holding needs a quarter of a standard error
+        (Evidence(0.05, 0.5, 0.3), "hold", "holding's margin was the weak-structure one: no "
+         "test of the training bars finds structure below 0.01 (momentum p = 0.05, extreme "
+         "moves p = 0.5, persistence p = 0.3)"),
+        # A test passes below 0.01: the full standard error, which holding does not show
+        (Evidence(0.3, 0.5, 0.004), "incumbent", "holding's margin was the full one: the "
+         "training bars' returns persist at p = 0.004, below 0.01"),
+    ],
+)  # fmt: skip
+def test_holding_needs_less_where_the_training_bars_structure_is_weak(
+    tmp_path, evidence, kept, clause
+):
+    run = incumbent_and_hold(tmp_path, 0.36)  # above 0.30 + 0.25 x 0.10, below 0.30 + 0.10
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
+    weak = {"hold_weak_evidence": 0.01, "hold_weak_margin": 0.25}
+    choice = keep_better_contender(run, rules(select_by="growth", **keys, **weak), evidence)
+    assert choice["kept"] == kept and choice["hold_weak_evidence_level"] == 0.01
+    assert choice["hold_structure_weak"] == (kept == "hold")
+    margin = 0.25 if kept == "hold" else 1.0
+    assert choice["hold_margin_standard_errors"] == margin
+    assert choice["hold_score_to_beat"] == pytest.approx(0.30 + margin * 0.10)
+    shown = format_contest(choice)
+    assert clause in shown and f"{margin:g} standard error" in shown
+    assert_adopted(run, run.contender(kept))
+    without = keep_better_contender(run, rules(select_by="growth", **keys), evidence)
+    assert without["kept"] == "incumbent" and "hold_weak_evidence_level" not in without
+    # Where no test passes at 0.1, holding is the prior and the weak margin is not read
+    prior = keep_better_contender(
+        run, rules(select_by="growth", **keys, **weak), Evidence(0.3, 0.5, 0.4)
+    )
+    assert prior["kept"] == "hold" and "hold_weak_evidence_level" not in prior
+
+
+@pytest.mark.parametrize(
     ("keys", "read"),
     [
         ([], False),
+        (
+            ["train.hold_margin=1", "train.hold_weak_evidence=0.01", "train.hold_weak_margin=0"],
+            True,
+        ),
         (["train.hold_margin=1"], False),
         (["train.hold_margin=1", "train.hold_unless_evidence=1e-4"], True),
         (["train.hold_margin=1", "train.hold_evidence=0.1"], True),
@@ -755,6 +795,32 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
             "train.hold_unless_evidence: expected null without a hold contender",
         ),
         (['train.challenger=["train.hold_unless_evidence=1e-4"]'], "other than train.challenger"),
+        (
+            ["train.hold_weak_evidence=0.01", "train.hold_weak_margin=0.25"],
+            "train.hold_weak_evidence: expected null without a hold contender",
+        ),
+        (
+            [
+                "train.hold_margin=1",
+                "train.hold_evidence=0.1",
+                "train.hold_weak_evidence=0.1",
+                "train.hold_weak_margin=0.25",
+            ],
+            "train.hold_weak_evidence: expected a level below train.hold_evidence",
+        ),
+        (
+            ["train.hold_margin=1", "train.hold_weak_margin=0.25"],
+            "train.hold_weak_margin: expected a number with train.hold_weak_evidence",
+        ),
+        (
+            ["train.hold_margin=1", "train.hold_weak_evidence=0.01"],
+            "train.hold_weak_margin: expected a number with train.hold_weak_evidence",
+        ),
+        (
+            ["train.hold_margin=1", "train.hold_weak_evidence=0.01", "train.hold_weak_margin=-1"],
+            "train.hold_weak_margin: expected a number >= 0",
+        ),
+        (['train.challenger=["train.hold_weak_margin=0"]'], "other than train.challenger"),
     ],
 )
 def test_a_bad_contest_is_one_line_naming_the_key(overrides, message):

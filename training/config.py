@@ -329,6 +329,11 @@ class TrainConfig:
     # (run/evidence.py: momentum or persistence), holding is no contender: the bars establish a
     # lesson holding cannot take, and validation alone does not overrule it; None: everywhere
     hold_unless_evidence: float | None = None
+    # Where the tests of the training bars find structure (at hold_evidence, where set) but
+    # none at this p-value, holding's margin is hold_weak_margin instead of hold_margin: weak
+    # structure is where a test passes by chance most often; None: hold_margin throughout
+    hold_weak_evidence: float | None = None
+    hold_weak_margin: float | None = None  # standard errors; set with hold_weak_evidence
     policy_margin: float = 0.0  # standard errors of holding's score, where holding is the prior
     # Which score of the policy must beat holding's by policy_margin where holding is the
     # prior: its "best" validation pass, or the "median" of its passes
@@ -436,6 +441,29 @@ class TrainConfig:
                     "hold_unless_evidence",
                     self.hold_unless_evidence is None or self.hold_margin is not None,
                     "null without a hold contender (set train.hold_margin)",
+                ),
+                _p_level("hold_weak_evidence", self.hold_weak_evidence),
+                (
+                    "hold_weak_evidence",
+                    self.hold_weak_evidence is None or self.hold_margin is not None,
+                    "null without a hold contender (set train.hold_margin)",
+                ),
+                (
+                    "hold_weak_evidence",
+                    self.hold_weak_evidence is None
+                    or self.hold_evidence is None
+                    or self.hold_weak_evidence < self.hold_evidence,
+                    "a level below train.hold_evidence, or null",
+                ),
+                (
+                    "hold_weak_margin",
+                    (self.hold_weak_margin is None) == (self.hold_weak_evidence is None),
+                    "a number with train.hold_weak_evidence and null without it",
+                ),
+                (
+                    "hold_weak_margin",
+                    self.hold_weak_margin is None or self.hold_weak_margin >= 0,
+                    "a number >= 0",
                 ),
                 ("policy_margin", self.policy_margin >= 0, "a number >= 0"),
                 (
@@ -768,6 +796,8 @@ NO_CONTEST: dict[str, Any] = {
     "hold_margin": None,
     "hold_evidence": None,
     "hold_unless_evidence": None,
+    "hold_weak_evidence": None,
+    "hold_weak_margin": None,
 }
 # How a contest chooses among its trained contenders (`training.run.challenger`)
 _CONTEST_CHOICE_KEYS = (
@@ -783,6 +813,8 @@ _CONTEST_CHOICE_KEYS = (
     "train.hold_evidence",
     "train.hold_evidence_per",
     "train.hold_unless_evidence",
+    "train.hold_weak_evidence",
+    "train.hold_weak_margin",
     "train.policy_margin",
     "train.policy_against",
 )
@@ -800,7 +832,8 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
     (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
     (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`,
-    `hold_unless_evidence`, `policy_margin`, `policy_against`),
+    `hold_unless_evidence`, `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`,
+    `policy_against`),
     `train.restarts`, `train.run_dir`): both trainings read the same data through the same env
     and are compared on the same validation bars. Raises `ConfigError`, one line naming
     `source`, on any mistake in the overrides.

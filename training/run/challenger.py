@@ -216,13 +216,14 @@ def prepare_hold(cfg: RunConfig, run: RunDir, validation_envs: Mapping[str, Trad
 def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> Evidence | None:
     """`training_evidence` of the training `ranges` where `cfg`'s contest reads it (a
     `train.challenger` with a `train.challenger_evidence` or a `train.challenger_prior`, or a
-    `train.hold_evidence` or a `train.hold_unless_evidence`); None, and nothing fitted,
-    elsewhere."""
+    `train.hold_evidence`, `train.hold_unless_evidence` or `train.hold_weak_evidence`); None,
+    and nothing fitted, elsewhere."""
     train = cfg.train
     challenger_reads = bool(train.challenger) and (
         train.challenger_evidence is not None or train.challenger_prior is not None
     )
-    if not challenger_reads and train.hold_evidence is None and train.hold_unless_evidence is None:
+    hold_reads = (train.hold_evidence, train.hold_unless_evidence, train.hold_weak_evidence)
+    if not challenger_reads and all(level is None for level in hold_reads):
         return None
     halves = challenger_reads and train.challenger_prior_halves is not None
     return training_evidence(cfg, ranges, halves=halves)
@@ -265,7 +266,7 @@ def keep_better_contender(
     """Give `run` the model and validation history of the contender it keeps, by the contest
     keys of `rules` (`train.challenger_margin`, `challenger_evidence`, `hold_margin`,
     `hold_against`, `hold_evidence`, `hold_evidence_per`, `hold_unless_evidence`,
-    `policy_margin`, `policy_against`, `select_by`);
+    `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`, `policy_against`, `select_by`);
     returns (and writes to `run.contest`) what was compared.
 
     The contenders are those of `CONTENDERS` with a folder in `run`, each ranked by its best
@@ -290,12 +291,14 @@ def keep_better_contender(
     there holding is no contender; and with `hold_evidence`, where no test of
     `evidence` finds structure below it (`Evidence.shows_structure`; with
     `hold_evidence_per` "family", below its share, `Evidence.level_per_test`), holding is the
-    prior instead: the one kept so far stays only when its best pass's score (with
-    `policy_against` "median", the median of its passes' finite scores) exceeds holding's by
-    more than `policy_margin` of holding's standard errors. A trained contender without a
-    finite best pass (it never held a position, or never validated) counts as flat, score 0
-    with the standard error of a Sharpe ratio, when it is the one to beat; one without a finite
-    pass is never kept over another.
+    prior instead; with `hold_weak_evidence`, where holding is a contender and no test finds
+    structure below it (read like `hold_evidence`), holding's margin is `hold_weak_margin`
+    instead of `hold_margin`. Where holding is the prior, the one kept so far stays only when
+    its best pass's score (with `policy_against` "median", the median of its passes' finite
+    scores) exceeds holding's by more than `policy_margin` of holding's standard errors. A
+    trained contender without a finite best pass (it never held a position, or never validated)
+    counts as flat, score 0 with the standard error of a Sharpe ratio, when it is the one to
+    beat; one without a finite pass is never kept over another.
     """
     measured = evidence if evidence is not None else NOT_MEASURED
     names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
@@ -400,7 +403,18 @@ def keep_better_contender(
         if established:  # the bars establish a lesson holding cannot take: no contender
             pass
         elif structure:
-            to_beat = bar(kept, rules.hold_margin or 0.0, rules.hold_against)
+            margin = rules.hold_margin or 0.0
+            if rules.hold_weak_evidence is not None and rules.hold_weak_margin is not None:
+                weak_level = measured.level_per_test(
+                    rules.hold_weak_evidence, rules.hold_evidence_per
+                )
+                choice["hold_weak_evidence_level"] = weak_level
+                choice.update(evidence_record(measured))
+                choice["hold_structure_weak"] = not measured.shows_structure(weak_level)
+                if choice["hold_structure_weak"]:
+                    margin = rules.hold_weak_margin
+                    choice["hold_margin_standard_errors"] = margin
+            to_beat = bar(kept, margin, rules.hold_against)
             choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
             kept = "hold" if beats("hold", to_beat) else kept
         else:  # holding is the prior: the policy must show it is better
@@ -462,6 +476,8 @@ def format_contest(choice: dict[str, Any]) -> str:
             if choice.get("hold_against") == "median":
                 than = "the median pass of the policy kept before it"
             rules.append(rule("holding", choice["hold_score_to_beat"], margin, than))
+            if "hold_weak_evidence_level" in choice:
+                rules.append(describe_weak(recorded_evidence(choice), choice))
         if "hold_evidence_level" in choice and not choice.get("hold_stood_down"):
             level, family = choice["hold_evidence_level"], choice.get("hold_evidence_family_level")
             rules.append(describe_structure(recorded_evidence(choice), level, family))
@@ -585,13 +601,25 @@ def describe_structure(evidence: Evidence, level: float, family: float | None = 
     )
     if found:
         return f"holding was a contender: the training bars' {spoken_list(found)}, below {below}"
-    momentum, tail, persistence = map(
-        p_value_text, (evidence.momentum, evidence.tail, evidence.persistence)
-    )
     return (
         f"holding was the prior: no test of the training bars finds structure below {below} "
-        f"(momentum {momentum}, extreme moves {tail}, persistence {persistence})"
+        f"({every_p_value(evidence)})"
     )
+
+
+def describe_weak(evidence: Evidence, choice: Mapping[str, Any]) -> str:
+    """What the training bars' `evidence` decided against `choice`'s
+    `hold_weak_evidence_level` (`train.hold_weak_evidence`, each test's level), as a clause:
+    the structure was weak (no test below the level, with every p-value), so holding's margin
+    was `train.hold_weak_margin`, or which tests found it below the level."""
+    level = choice["hold_weak_evidence_level"]
+    if choice["hold_structure_weak"]:
+        return (
+            f"holding's margin was the weak-structure one: no test of the training bars finds "
+            f"structure below {level:.3g} ({every_p_value(evidence)})"
+        )
+    found = spoken_list(findings(evidence, level))
+    return f"holding's margin was the full one: the training bars' {found}, below {level:.3g}"
 
 
 def findings(evidence: Evidence, level: float, tests: Sequence[str] = TESTS) -> list[str]:
@@ -602,6 +630,14 @@ def findings(evidence: Evidence, level: float, tests: Sequence[str] = TESTS) -> 
         for test in evidence.below(level)
         if test in tests
     ]
+
+
+def every_p_value(evidence: Evidence) -> str:
+    """Each test's p-value in the training bars' `evidence`, as the training log lists them."""
+    momentum, tail, persistence = map(
+        p_value_text, (evidence.momentum, evidence.tail, evidence.persistence)
+    )
+    return f"momentum {momentum}, extreme moves {tail}, persistence {persistence}"
 
 
 def p_value_text(p_value: float | None) -> str:
