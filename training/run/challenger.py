@@ -111,6 +111,16 @@ and there holding's validation win is the validation range's luck: on trend 7003
 (persistence p 6e-8) holding was kept by a standard error and took none of the edge, where the
 incumbents it replaced took 0.83 and 0.94 of it (benchmarks/RESULTS.md, forty-second round).
 
+With `train.hold_weak_evidence` and `train.hold_weak_margin`, holding's margin follows the
+evidence between those two ends: where a test finds structure (at `train.hold_evidence`) but
+none below `hold_weak_evidence`, holding must validate `hold_weak_margin` standard errors above
+the policy instead of `hold_margin`. Weak structure is where a test passes by chance most
+often: a third of the random walks whose bars show it miss their target under the default
+config. Held out at 0.01 and 0.25 (C148) it changed no target of 80 such series: holding
+validated at most a fifth of a standard error above the kept policy, on those random walks'
+misses and the weak trends' hits alike, so validation cannot tell them apart there and the
+default config leaves it unset (benchmarks/RESULTS.md, forty-fourth round).
+
 Every comparison above is by the validation score `train.select_by` names: the Sharpe ratio, or
 with "growth" the annualised log growth, and then each margin is in standard errors of the log
 growth of the contender to beat (its volatility / sqrt(years); `training.evaluation.selection`).
