@@ -115,8 +115,8 @@ With `train.hold_weak_evidence` and `train.hold_weak_margin`, holding's margin f
 evidence between those two ends: where a test finds structure (at `train.hold_evidence`) but
 none below `hold_weak_evidence`, holding must validate `hold_weak_margin` standard errors above
 the policy instead of `hold_margin`. Weak structure is where a test passes by chance most
-often: a third of the random walks whose bars show it miss their target under the default
-config. Held out at 0.01 and 0.25 (C148) it changed no target of 80 such series: holding
+often: 23% of the random walks whose bars show it miss their target under the default
+config. Held out at 0.01 and 0.25 (C148) it changed no target of 152 such series: holding
 validated at most a fifth of a standard error above the kept policy, on those random walks'
 misses and the weak trends' hits alike, so validation cannot tell them apart there and the
 default config leaves it unset (benchmarks/RESULTS.md, forty-fourth round).
