@@ -694,6 +694,35 @@ def test_a_family_level_shares_holdings_evidence_among_the_tests(tmp_path, per, 
     assert_adopted(run, run.contender(kept))
 
 
+@pytest.mark.parametrize(
+    ("tail", "kept", "clause"),
+    [
+        # Below hold_evidence's 0.1, not below the tail's own 0.01: holding is the prior
+        (0.03, "hold", "holding was the prior: no test of the training bars finds structure "
+         "below 0.1, extreme moves below 0.01 (momentum p = 0.4, extreme moves p = 0.03, "
+         "persistence p = 0.5)"),
+        # A crash's bars pass far below it: holding is a contender, and loses
+        (0.002, "incumbent", "holding was a contender: the training bars' extreme moves lean to "
+         "the side a stop guards at p = 0.002, below 0.1, extreme moves below 0.01"),
+    ],
+)  # fmt: skip
+def test_the_extreme_moves_test_can_have_a_level_of_its_own(tmp_path, tail, kept, clause):
+    run = incumbent_and_hold(tmp_path, 0.39)  # below the incumbent's 0.30 + 1 x 0.10
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
+    evidence = Evidence(0.4, tail, 0.5)
+    choice = keep_better_contender(
+        run, rules(select_by="growth", hold_evidence_tail=0.01, **keys), evidence
+    )
+    assert choice["kept"] == kept and choice["hold_evidence_tail_level"] == 0.01
+    assert clause in format_contest(choice)
+    assert_adopted(run, run.contender(kept))
+    # Without a level of its own, the tail test is read at hold_evidence's: a contender
+    same = keep_better_contender(run, rules(select_by="growth", **keys), evidence)
+    assert same["kept"] == "incumbent" and "hold_evidence_tail_level" not in same
+    shown = format_contest(same)
+    assert f"stop guards at p = {tail:g}, below 0.1" in shown and "extreme moves below" not in shown
+
+
 def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
     run = tmp_path / "run"
     prior = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.hold_margin=1"]
@@ -795,6 +824,15 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
             "train.hold_unless_evidence: expected null without a hold contender",
         ),
         (['train.challenger=["train.hold_unless_evidence=1e-4"]'], "other than train.challenger"),
+        (
+            ["train.hold_margin=1", "train.hold_evidence_tail=0.01"],
+            "train.hold_evidence_tail: expected null without holding's evidence rule",
+        ),
+        (
+            ["train.hold_margin=1", "train.hold_evidence=0.1", "train.hold_evidence_tail=1.5"],
+            "train.hold_evidence_tail: expected a p-value level",
+        ),
+        (['train.challenger=["train.hold_evidence_tail=0.01"]'], "other than train.challenger"),
         (
             ["train.hold_weak_evidence=0.01", "train.hold_weak_margin=0.25"],
             "train.hold_weak_evidence: expected null without a hold contender",

@@ -325,6 +325,10 @@ class TrainConfig:
     # policy is kept only when it validates better than holding by policy_margin; None: never
     hold_evidence: float | None = None
     hold_evidence_per: EvidencePer = "test"  # hold_evidence is each test's level, or the family's
+    # The level the extreme moves' test (a stop's lesson) is read at where hold_evidence asks
+    # for structure, in place of hold_evidence's: that test passes on a crash's bars far below
+    # the level its false alarms reach; None: hold_evidence's own level
+    hold_evidence_tail: float | None = None
     # Where a test of the training bars finds past returns predicting later ones at this p-value
     # (run/evidence.py: momentum or persistence), holding is no contender: the bars establish a
     # lesson holding cannot take, and validation alone does not overrule it; None: everywhere
@@ -435,6 +439,12 @@ class TrainConfig:
                     "hold_evidence",
                     self.hold_evidence is None or self.hold_margin is not None,
                     "null without a hold contender (set train.hold_margin)",
+                ),
+                _p_level("hold_evidence_tail", self.hold_evidence_tail),
+                (
+                    "hold_evidence_tail",
+                    self.hold_evidence_tail is None or self.hold_evidence is not None,
+                    "null without holding's evidence rule (set train.hold_evidence)",
                 ),
                 _p_level("hold_unless_evidence", self.hold_unless_evidence),
                 (
@@ -795,6 +805,7 @@ NO_CONTEST: dict[str, Any] = {
     "challenger": (),
     "hold_margin": None,
     "hold_evidence": None,
+    "hold_evidence_tail": None,
     "hold_unless_evidence": None,
     "hold_weak_evidence": None,
     "hold_weak_margin": None,
@@ -812,6 +823,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.hold_against",
     "train.hold_evidence",
     "train.hold_evidence_per",
+    "train.hold_evidence_tail",
     "train.hold_unless_evidence",
     "train.hold_weak_evidence",
     "train.hold_weak_margin",
@@ -832,11 +844,10 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
     (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
     (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`,
-    `hold_unless_evidence`, `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`,
-    `policy_against`),
-    `train.restarts`, `train.run_dir`): both trainings read the same data through the same env
-    and are compared on the same validation bars. Raises `ConfigError`, one line naming
-    `source`, on any mistake in the overrides.
+    `hold_evidence_tail`, `hold_unless_evidence`, `hold_weak_evidence`, `hold_weak_margin`,
+    `policy_margin`, `policy_against`), `train.restarts`, `train.run_dir`): both trainings read
+    the same data through the same env and are compared on the same validation bars. Raises
+    `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """
     raw = config_to_dict(cfg)
     raw["train"].update(_plain(NO_CONTEST))

@@ -102,6 +102,13 @@ turbulence policies to holding, two of them near misses, and lost two of the thr
 on 14 trend series whose bars show no structure: trend challengers that learned their lesson
 validated like that too, so the default config keeps `best`.
 
+`train.hold_evidence_tail` reads the tail test at a level of its own there. A crash's bars
+pass it far below the level its false alarms reach: on seeds 0-999 of the learning benchmark's
+crash-risk series it is below 0.01 on 976, while on turbulence series (seeds 8000-9999), whose
+extremes at the switches into turbulent spells are of either sign, it is below 0.1 on 10.6% and
+below 0.01 on 1.2%. Where it alone passes at `train.hold_evidence`, holding is a contender on
+what is most often a false alarm (benchmarks/RESULTS.md, forty-sixth round).
+
 At the other end, `train.hold_unless_evidence` stands holding down where the training bars
 establish what a policy can learn: where their momentum or persistence test (the predicting
 tests) passes below that level, holding is no contender, and validation chooses among the
@@ -275,9 +282,9 @@ def keep_better_contender(
 ) -> dict[str, Any]:
     """Give `run` the model and validation history of the contender it keeps, by the contest
     keys of `rules` (`train.challenger_margin`, `challenger_evidence`, `hold_margin`,
-    `hold_against`, `hold_evidence`, `hold_evidence_per`, `hold_unless_evidence`,
-    `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`, `policy_against`, `select_by`);
-    returns (and writes to `run.contest`) what was compared.
+    `hold_against`, `hold_evidence`, `hold_evidence_per`, `hold_evidence_tail`,
+    `hold_unless_evidence`, `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`,
+    `policy_against`, `select_by`); returns (and writes to `run.contest`) what was compared.
 
     The contenders are those of `CONTENDERS` with a folder in `run`, each ranked by its best
     pass's validation score (`select_by`: its Sharpe ratio or its log growth, as the passes
@@ -298,17 +305,17 @@ def keep_better_contender(
     with `hold_against` "median" the median of its passes' finite scores) by more than
     `hold_margin` of that one's standard errors, except with `hold_unless_evidence` where the
     momentum or persistence p-value of `evidence` is below it (`Evidence.predicts_returns`):
-    there holding is no contender; and with `hold_evidence`, where no test of
-    `evidence` finds structure below it (`Evidence.shows_structure`; with
-    `hold_evidence_per` "family", below its share, `Evidence.level_per_test`), holding is the
-    prior instead; with `hold_weak_evidence`, where holding is a contender and no test finds
-    structure below it (read like `hold_evidence`), holding's margin is `hold_weak_margin`
-    instead of `hold_margin`. Where holding is the prior, the one kept so far stays only when
-    its best pass's score (with `policy_against` "median", the median of its passes' finite
-    scores) exceeds holding's by more than `policy_margin` of holding's standard errors. A
-    trained contender without a finite best pass (it never held a position, or never validated)
-    counts as flat, score 0 with the standard error of a Sharpe ratio, when it is the one to
-    beat; one without a finite pass is never kept over another.
+    there holding is no contender; and with `hold_evidence`, where no test of `evidence` finds
+    structure below it (`Evidence.shows_structure`; with `hold_evidence_per` "family", below
+    its share, `Evidence.level_per_test`; the tail test below `hold_evidence_tail` where set),
+    holding is the prior instead; with `hold_weak_evidence`, where holding is a contender and
+    no test finds structure below it (read like `hold_evidence`), holding's margin is
+    `hold_weak_margin` instead of `hold_margin`. Where holding is the prior, the one kept so
+    far stays only when its best pass's score (with `policy_against` "median", the median of
+    its passes' finite scores) exceeds holding's by more than `policy_margin` of holding's
+    standard errors. A trained contender without a finite best pass (it never held a
+    position, or never validated) counts as flat, score 0 with the standard error of a Sharpe
+    ratio, when it is the one to beat; one without a finite pass is never kept over another.
     """
     measured = evidence if evidence is not None else NOT_MEASURED
     names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
@@ -408,8 +415,10 @@ def keep_better_contender(
             choice["hold_evidence_level"] = level
             if rules.hold_evidence_per == "family":
                 choice["hold_evidence_family_level"] = rules.hold_evidence
+            if rules.hold_evidence_tail is not None:
+                choice["hold_evidence_tail_level"] = rules.hold_evidence_tail
             choice.update(evidence_record(measured))
-            structure = measured.shows_structure(level)
+            structure = measured.shows_structure(level, rules.hold_evidence_tail)
         if established:  # the bars establish a lesson holding cannot take: no contender
             pass
         elif structure:
@@ -490,7 +499,8 @@ def format_contest(choice: dict[str, Any]) -> str:
                 rules.append(describe_weak(recorded_evidence(choice), choice))
         if "hold_evidence_level" in choice and not choice.get("hold_stood_down"):
             level, family = choice["hold_evidence_level"], choice.get("hold_evidence_family_level")
-            rules.append(describe_structure(recorded_evidence(choice), level, family))
+            tail_level = choice.get("hold_evidence_tail_level")
+            rules.append(describe_structure(recorded_evidence(choice), level, family, tail_level))
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"
@@ -600,15 +610,20 @@ def recorded_evidence(choice: Mapping[str, Any]) -> Evidence:
     return Evidence(**{test: choice.get(key) for test, (key, _) in EVIDENCE_RECORD.items()})
 
 
-def describe_structure(evidence: Evidence, level: float, family: float | None = None) -> str:
+def describe_structure(
+    evidence: Evidence, level: float, family: float | None = None, tail_level: float | None = None
+) -> str:
     """What the training bars' `evidence` decided against `level`, each test's level
     (`train.hold_evidence`, or with a `family` level, `train.hold_evidence_per: family`, its
-    share), as a clause: holding was a contender, and which tests found structure below
-    `level`, or holding was the prior, with every p-value."""
-    found = findings(evidence, level)
+    share; the tail test's `tail_level` where given, `train.hold_evidence_tail`), as a clause:
+    holding was a contender, and which tests found structure below their level, or holding was
+    the prior, with every p-value."""
+    found = findings(evidence, level, tail_level=tail_level)
     below = (
         f"{level:.3g}" if family is None else f"{family:g} / {round(family / level)} = {level:.3g}"
     )
+    if tail_level is not None:
+        below += f", extreme moves below {tail_level:.3g}"
     if found:
         return f"holding was a contender: the training bars' {spoken_list(found)}, below {below}"
     return (
@@ -632,12 +647,18 @@ def describe_weak(evidence: Evidence, choice: Mapping[str, Any]) -> str:
     return f"holding's margin was the full one: the training bars' {found}, below {level:.3g}"
 
 
-def findings(evidence: Evidence, level: float, tests: Sequence[str] = TESTS) -> list[str]:
-    """What each of `tests` found in the training bars' `evidence` below `level`, with its
-    p-value, as the training log says it (`EVIDENCE_FINDING`)."""
+def findings(
+    evidence: Evidence,
+    level: float,
+    tests: Sequence[str] = TESTS,
+    tail_level: float | None = None,
+) -> list[str]:
+    """What each of `tests` found in the training bars' `evidence` below `level` (the tail test
+    below `tail_level`, where given), with its p-value, as the training log says it
+    (`EVIDENCE_FINDING`)."""
     return [
         f"{EVIDENCE_FINDING[test]} at p = {getattr(evidence, test):.3g}"
-        for test in evidence.below(level)
+        for test in evidence.below(level, tail_level)
         if test in tests
     ]
 

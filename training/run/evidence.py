@@ -97,13 +97,20 @@ class Evidence:
         measured = sum(getattr(self, test) is not None for test in TESTS)
         return level / measured if per == "family" and measured else level
 
-    def below(self, level: float) -> tuple[str, ...]:
-        """The tests (`TESTS`, in their order) that find structure at p below `level`."""
-        return tuple(test for test in TESTS if (p := getattr(self, test)) is not None and p < level)
+    def below(self, level: float, tail_level: float | None = None) -> tuple[str, ...]:
+        """The tests (`TESTS`, in their order) that find structure at p below `level`, the tail
+        test below `tail_level` where one is given."""
+        levels = {test: level for test in TESTS}
+        if tail_level is not None:
+            levels["tail"] = tail_level
+        return tuple(
+            test for test in TESTS if (p := getattr(self, test)) is not None and p < levels[test]
+        )
 
-    def shows_structure(self, level: float) -> bool:
-        """Whether any test finds structure at p below `level`."""
-        return bool(self.below(level))
+    def shows_structure(self, level: float, tail_level: float | None = None) -> bool:
+        """Whether any test finds structure at p below `level` (the tail test below
+        `tail_level`, where given)."""
+        return bool(self.below(level, tail_level))
 
     def predicts_returns(self, level: float, tests: Sequence[str] = PREDICTING_TESTS) -> bool:
         """Whether any of `tests` (of `PREDICTING_TESTS`: the momentum and the persistence test)
