@@ -36,7 +36,6 @@ import datetime
 import os
 import shlex
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -54,7 +53,6 @@ from envs.splits import Splits
 from training.config import RunConfig, add_config_arguments, load_config
 from training.evaluation.backtest import agent_metrics
 from training.run.data import load_run_market, split_run_market
-from training.run.folder import RunDir
 from training.run.session import build_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,9 +113,7 @@ def train(market: MarketData, splits: Splits, cfg: RunConfig, timesteps: int) ->
     set_random_seed(cfg.train.seed)
     env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=splits.train)
     env.seed(cfg.train.seed)
-    with tempfile.TemporaryDirectory() as folder:
-        model = build_model(cfg, VecMonitor(env), RunDir(Path(folder)))
-    model.tensorboard_log = None  # no event files
+    model = build_model(cfg, VecMonitor(env), None)  # no event files
     start = time.perf_counter()
     model.learn(timesteps)
     return model, timesteps / (time.perf_counter() - start)

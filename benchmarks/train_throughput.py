@@ -58,11 +58,9 @@ import platform
 import shlex
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import stable_baselines3
 import torch
@@ -85,8 +83,7 @@ from envs.features import FEATURE_NAMES
 from training.cli import one_line_user_warnings
 from training.config import ConfigError, RunConfig, add_config_arguments, load_config
 from training.run.data import RunData, with_bars_per_year
-from training.run.folder import RunDir
-from training.run.session import build_model, check_device, ppo_arguments
+from training.run.session import build_model, check_device, ppo_arguments, without_logs
 
 PPO_RATIO_TARGET = {"cpu": 0.25, "cuda": 0.8}  # ours / SB3 env-steps/s
 TRUNK_SHARE_TARGET = 0.40  # trunk GFLOP/s / matmul GFLOP/s, on CPU
@@ -203,17 +200,14 @@ def make_train_env(cfg: RunConfig) -> VecMonitor:
 
 def ours(cfg: RunConfig, env: VecMonitor) -> PPO:
     """PPO with `MultiHeadPolicy`, exactly as `training.train` builds it (TensorBoard off)."""
-    with tempfile.TemporaryDirectory() as folder:
-        model = build_model(cfg, env, RunDir(Path(folder)))
-    model.tensorboard_log = None  # no event files: the SB3 baseline writes none either
-    return model
+    return build_model(cfg, env, None)  # no event files: the SB3 baseline writes none either
 
 
 def sb3_mlp(cfg: RunConfig, env: VecMonitor) -> PPO:
     """PPO with SB3's `MultiInputPolicy` (its MLP policy for Dict spaces), same settings."""
     device = cfg.policy.device
-    return PPO(
-        "MultiInputPolicy", env, seed=cfg.train.seed, device=device, verbose=0, **ppo_arguments(cfg)
+    return without_logs(
+        PPO("MultiInputPolicy", env, seed=cfg.train.seed, device=device, **ppo_arguments(cfg))
     )
 
 

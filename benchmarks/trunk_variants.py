@@ -41,7 +41,6 @@ import math
 import os
 import shlex
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -62,7 +61,6 @@ from training.config import RunConfig, add_config_arguments, load_config
 from training.evaluation.backtest import agent_metrics, strategy_metrics
 from training.evaluation.baselines import baseline_env, buy_and_hold
 from training.run.data import load_run_market, split_run_market
-from training.run.folder import RunDir
 from training.run.session import build_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,9 +103,7 @@ def run_one(cfg: RunConfig, timesteps: int) -> dict[str, float]:
     market, splits = data(cfg)
     env = BatchedTradingEnv(market, cfg.env, n_envs=cfg.ppo.n_envs, bars=splits.train)
     env.seed(cfg.train.seed)
-    with tempfile.TemporaryDirectory() as folder:
-        model = build_model(cfg, VecMonitor(env), RunDir(Path(folder)))
-    model.tensorboard_log = None
+    model = build_model(cfg, VecMonitor(env), None)  # no event files
     start = time.perf_counter()
     model.learn(timesteps)
     seconds = time.perf_counter() - start

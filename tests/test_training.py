@@ -4,6 +4,7 @@ import json
 import math
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -292,3 +293,20 @@ def test_a_learning_rate_end_makes_the_step_size_fall_linearly(tmp_path: Path) -
         model.learn(16)  # two rollouts of 8: the last update comes with none of the run left
         (group,) = model.policy.optimizer.param_groups
         assert group["lr"] == pytest.approx(last)
+
+
+def test_a_model_built_without_a_run_folder_writes_no_logs_anywhere(tmp_path, monkeypatch):
+    """`build_model` with no run folder (benchmarks that time or probe a model) learns with a
+    logger that writes nothing: no TensorBoard events, and none of the empty folders SB3 makes
+    in the system's temporary directory (named SB3-<time>) for a model left to its own
+    logger."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    sets = ["ppo.n_envs=1", "ppo.n_steps=8", "ppo.batch_size=8", "ppo.n_epochs=1"]
+    cfg = load_config(None, [*sets, "policy.device=cpu", "env.window=8"])
+    env = DummyVecEnv([lambda: TradingEnv(GOOGL, cfg.env)])
+    model = build_model(cfg, env, None)
+    model.learn(16)
+    assert model.tensorboard_log is None and model.logger.output_formats == []
+    assert not [folder.name for folder in scratch.iterdir() if folder.name.startswith("SB3-")]

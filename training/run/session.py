@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import LinearSchedule, set_random_seed
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
@@ -83,8 +84,16 @@ def ppo_arguments(cfg: RunConfig) -> dict[str, Any]:
     return ppo
 
 
-def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
-    """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`.
+def without_logs(model: PPO) -> PPO:
+    """`model`, its SB3 logger set to write nothing: left to itself, SB3 makes an empty folder in
+    the system's temporary directory for every model that learns without TensorBoard."""
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
+
+
+def build_model(cfg: RunConfig, env: VecEnv, run: RunDir | None) -> PPO:
+    """PPO with the multi-head policy, configured from `cfg`; TensorBoard logs in `run`, or no
+    logs at all where `run` is None (`without_logs`: benchmarks that time or probe a model).
 
     With `policy.hold_prior` > 0 the fresh policy leans towards buy-and-hold's action
     (`DecisionHeads.lean_towards`): absent evidence, the agent starts by holding the market."""
@@ -94,10 +103,12 @@ def build_model(cfg: RunConfig, env: VecEnv, run: RunDir) -> PPO:
         policy_kwargs=policy_kwargs(cfg),
         seed=cfg.train.seed,
         device=cfg.policy.device,
-        tensorboard_log=str(run.tensorboard),
+        tensorboard_log=None if run is None else str(run.tensorboard),
         verbose=0,
         **ppo_arguments(cfg),
     )
+    if run is None:
+        without_logs(model)
     if cfg.policy.hold_prior > 0:
         policy_of(model).decision_heads.lean_towards(cfg.env.hold_action, cfg.policy.hold_prior)
     return model
