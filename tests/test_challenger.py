@@ -11,7 +11,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from training.config import ConfigError, TrainConfig, challenger_config, load_config
-from training.run.challenger import contest_evidence, format_contest, keep_better_contender
+from training.run.challenger import contest_evidence, keep_better_contender
+from training.run.contest_report import format_contest
 from training.run.data import RunData
 from training.run.evidence import (
     Evidence,

@@ -56,13 +56,11 @@ from training.run.challenger import (
     TRAINED,
     contender_configs,
     contest_evidence,
-    format_contest,
     keep_better_contender,
-    log_contest,
     prepare_hold,
     read_contest,
-    spoken_list,
 )
+from training.run.contest_report import format_contest, log_contest, spoken_list
 from training.run.data import RunData, instrument_name, with_bars_per_year
 from training.run.folder import ModelError, RunDir, load_model
 from training.run.model_file import write_model_file
