@@ -12,7 +12,7 @@ from typing import Any
 
 from stable_baselines3.common.logger import configure
 
-from training.evaluation.selection import SCORE_NAMES, describe_score
+from training.evaluation.selection import describe_best_pass, describe_score
 from training.run.challenger import (
     EVIDENCE_RECORD,
     collapsed,
@@ -88,12 +88,7 @@ def format_contest(choice: dict[str, Any]) -> str:
         f"keeps the {choice['kept']}):"
     ]
     for row in choice["contenders"]:
-        score = row["best_validation_score"]
-        best = (
-            f"no finite validation {SCORE_NAMES[select_by]}"
-            if score is None
-            else f"{describe_score(score, select_by)} at {row['timesteps']:,} timesteps"
-        )
+        best = describe_best_pass(row["best_validation_score"], row["timesteps"], select_by)
         mark = "  <- kept" if row["contender"] == choice["kept"] else ""
         lines.append(f"  {row['contender']}: {best}{mark}")
     return "\n".join(lines)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from stable_baselines3.common.logger import configure
 
 from training.config import RunConfig, SelectBy
-from training.evaluation.selection import SCORE_NAMES, best_pass, describe_score, pass_score
+from training.evaluation.selection import best_pass, describe_best_pass, pass_score
 from training.evaluation.validation import read_validation_history
 from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.folder import RunDir
@@ -119,11 +119,7 @@ def format_restarts(choice: dict[str, Any]) -> str:
     select_by = choice.get("select_by", "sharpe")
     for row in choice["restarts"]:
         score = row.get("best_validation_score", row["best_validation_sharpe"])
-        best = (
-            f"no finite validation {SCORE_NAMES[select_by]}"
-            if score is None or not math.isfinite(score)
-            else f"{describe_score(score, select_by)} at {row['timesteps']:,} timesteps"
-        )
+        best = describe_best_pass(score, row["timesteps"], select_by)
         mark = "  <- kept" if row["restart"] == choice["kept"] else ""
         lines.append(f"  restart {row['restart']} (seed {row['seed']}): {best}{mark}")
     return "\n".join(lines)
