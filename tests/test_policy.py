@@ -19,6 +19,7 @@ from training.run.model_file import (
     read_model_file,
     write_model_file,
 )
+from training.run.session import without_logs
 
 WINDOW, N_FEATURES, N_ACCOUNT = 8, 3, 8
 TRUNK = dict(d_model=16, n_heads=2, n_layers=1)
@@ -254,15 +255,17 @@ def test_ppo_learn_then_a_model_file_rebuilds_the_policy(tmp_path):
     """After PPO learns, the policy's tensors and Adam state written to a model file load into a
     policy built in code from the same arguments: same actions, same optimizer state."""
     policy_kwargs = dict(trunk=TRUNK, account_dim=16, head_hidden=16, flat_direction_index=1)
-    model = PPO(
-        MultiHeadPolicy,
-        SignEnv(),
-        n_steps=64,
-        batch_size=32,
-        n_epochs=2,
-        policy_kwargs=policy_kwargs,
-        seed=0,
-        device="cpu",
+    model = without_logs(
+        PPO(
+            MultiHeadPolicy,
+            SignEnv(),
+            n_steps=64,
+            batch_size=32,
+            n_epochs=2,
+            policy_kwargs=policy_kwargs,
+            seed=0,
+            device="cpu",
+        )
     )
     model.learn(128)
     path = write_model_file(tmp_path / "model.safetensors", model.policy, model.num_timesteps,

@@ -248,15 +248,19 @@ def test_batched_infos_of_unfinished_accounts_are_read_only_and_vec_monitor_stil
 def test_batched_env_passes_through_sb3_ppo():
     from stable_baselines3 import PPO
 
+    from training.run.session import without_logs
+
     env = BatchedTradingEnv(GOOGL, window=8, episode_length=32, n_envs=4)
-    model = PPO(
-        "MultiInputPolicy",
-        env,
-        n_steps=16,
-        batch_size=32,
-        n_epochs=1,
-        seed=0,
-        policy_kwargs=dict(net_arch=[16]),
+    model = without_logs(
+        PPO(
+            "MultiInputPolicy",
+            env,
+            n_steps=16,
+            batch_size=32,
+            n_epochs=1,
+            seed=0,
+            policy_kwargs=dict(net_arch=[16]),
+        )
     )
     model.learn(64)
     assert model.num_timesteps == 64
