@@ -169,9 +169,10 @@ def describe_score(score: float, select_by: SelectBy) -> str:
     return f"log growth {score:+.3f} a year"
 
 
-def describe_best_pass(score: float | None, timesteps: int, select_by: SelectBy) -> str:
+def describe_best_pass(score: float | None, timesteps: int | None, select_by: SelectBy) -> str:
     """A contender's best validation pass as the training log lists it: "Sharpe +1.72 at 60,000
-    timesteps", or "no finite validation Sharpe" where `score` is None or not finite."""
+    timesteps", or "no finite validation Sharpe" where `score` is None or not finite (where a
+    contest's record has no `timesteps` either: the contender had no finite pass)."""
     if score is None or not math.isfinite(score):
         return f"no finite validation {SCORE_NAMES[select_by]}"
     return f"{describe_score(score, select_by)} at {timesteps:,} timesteps"
