@@ -112,7 +112,7 @@ def test_resume_restores_weights_optimizer_and_step_count_in_the_same_tensorboar
     assert saved.optimizer is not None and saved.optimizer["state"]  # Adam moments, step counts
 
     cfg = load_config(run / "config.yaml")
-    env = DummyVecEnv([lambda: TradingEnv(GOOGL, cfg.env)])
+    env = DummyVecEnv([lambda: TradingEnv(GOOGL, cfg.env)] * cfg.ppo.n_envs)
     model = build_model(cfg, env, RunDir(tmp_path / "scratch"))
     restore_checkpoint(model, checkpoint)  # what `fit` does with --resume, before `learn`
     assert model.num_timesteps == 256
@@ -241,7 +241,7 @@ def test_a_hold_prior_starts_the_policy_at_buy_and_hold(tmp_path: Path) -> None:
     for prior, lean in ((0.0, 0.5), (2.0, math.exp(2.0) / (math.exp(2.0) + 1))):
         cfg = load_config(None, [*sets, f"policy.hold_prior={prior}", "policy.device=cpu"])
         assert cfg.env.hold_action == (1, 1, 1)
-        env = DummyVecEnv([lambda cfg=cfg: TradingEnv(GOOGL, cfg.env)])
+        env = DummyVecEnv([lambda cfg=cfg: TradingEnv(GOOGL, cfg.env)] * cfg.ppo.n_envs)
         model = build_model(cfg, env, RunDir(tmp_path / f"prior{prior}"))
         heads = model.policy.head_distributions(env.reset()).heads()
         for (name, dist), level in zip(heads.items(), cfg.env.hold_action, strict=True):
