@@ -5,48 +5,39 @@ policy can act on. Three tests read them, each for a lesson a head could learn:
 
 - **momentum** (`momentum_evidence`): whether the bars' momentum features predict the next
   decision's return, the joint test of the direction teacher (`training.run.teacher`) with its
-  covariance counting the whole overlap of the decisions' returns (`overlap_weights`). At
-  p < 0.1 it passes on 84.5% of the learning benchmark's trend series and on every
-  mean-reversion series, and on 8.5% of random walks and 12.5% of turbulence series (whose
-  drift is the same in calm and turbulent spells): about its level. The teacher's own weights
-  (Bartlett's) undercount the overlap, and with them the test passed on noise at twice its
-  level (18.5% and 19.5%; benchmarks/RESULTS.md, twenty-ninth round).
+  covariance counting the whole overlap of the decisions' returns (`overlap_weights`), so that
+  on bars without structure it passes about as often as its level says. The teacher's own
+  weights (Bartlett's) undercount the overlap and pass on noise at about twice their level.
 - **tail** (`tail_evidence`): whether extreme moves against the position a stop guards are more
   common than extreme moves of the other sign, a sign test of the moves beyond `TAIL_Z` robust
   standard deviations of the `TAIL_WINDOW` returns before them. Under any distribution
   symmetric about zero the signs of the extremes are fair coins; crashes make the left tail
   heavier, and that is where a stop below a long position protects (the risk head's lesson),
   with no trend to see. With shorts allowed a stop guards either side, and the test is
-  two-sided.
+  two-sided. Volatility regimes with one drift (the benchmark's turbulence series) pass it only
+  by chance: their extremes, at the switches into turbulent spells, are of either sign.
 - **persistence** (`persistence_evidence`): whether the returns persist over the longest
   momentum horizon, the variance ratio of Lo and MacKinlay (1988): sums of returns over the
   horizon vary more than the horizon's single returns would. A trend regime's returns persist
   over its spells whether or not the momentum features, read one decision ahead, predict them
-  beyond the momentum test's noise; at p < 0.1 it passes on 96% of the benchmark's trend
-  series (64 bars), and on 5% of random walks and 11% of turbulence series.
-
-On the learning benchmark's training ranges (seeds 0-199 of each kind; benchmarks/RESULTS.md,
-twenty-eighth round) the tail test is below 0.05 on every crash-risk series and never below
-0.1 on a random walk, a trend or a mean-reversion series (Gaussian noise: no extremes to count),
-and below 0.1 on 12% of turbulence series, about its level: their extremes, at the switches
-into turbulent spells, are of either sign.
+  beyond the momentum test's noise.
 
 A trend's regimes recur through the whole training range; bars with no structure that pass a
-test at 1% by chance rarely show it in both halves. `halves_evidence` runs the two tests that
-find returns predictable (momentum and persistence) on each half of the training ranges: at
-p < 0.05 in each half as well as p < 0.01 on the whole, the two pass on 1 random walk, 2
-turbulence series and no crash-risk series of 200 (seeds 0-199; the whole range alone: 5, 7 and
-7), and on 113 trend series of 200 (168) and every mean-reversion series (benchmarks/RESULTS.md,
-thirty-sixth round). `train.challenger_prior_halves` asks it.
+test by chance rarely show it in both halves. `halves_evidence` runs the two tests that find
+returns predictable (momentum and persistence) on each half of the training ranges;
+`train.challenger_prior_halves` asks it.
 
 `Evidence` carries the three, and the halves' where they were read;
-`Evidence.shows_structure` is what `train.hold_evidence` asks
-(`training.run.challenger`): holding is the prior where no test finds structure. Each test at
-the level finds structure on bars with none about as often as the level says, so the three
-together find some more often (on 12% of random walks and 30% of turbulence series at 0.1);
+`Evidence.shows_structure` is what `train.hold_evidence` asks (`training.run.challenger`):
+holding is the prior where no test finds structure. Each test at a level finds structure on bars
+with none about as often as the level says, so the three together find some more often;
 `train.hold_evidence_per: family` shares the level among them (`Evidence.level_per_test`). The
-volatility level needs no test of its own: holding is sized by the same volatility budget as
-the policy.
+volatility level needs no test of its own: holding is sized by the same volatility budget as the
+policy.
+
+How often each test passes on each kind of the learning benchmark's series, at each level read,
+is measured in benchmarks/RESULTS.md (the twenty-eighth, twenty-ninth, thirty-sixth and
+forty-sixth rounds).
 """
 
 from __future__ import annotations

@@ -2,48 +2,49 @@
 
 The every-direction loss (`training.run.outcomes`) shows the direction head what every level
 paid on each state of a rollout. One step's outcome is mostly noise, and a head taught it state
-by state trades the noise of a random walk (C76, C77 in benchmarks/RESULTS.md); a least-squares
-fit of the outcomes per rollout, gated by an F-test, fitted it all the same (C80): the test
-passed far above its level on outcomes that repeat across the rollout's resampled copies and
-whose variance moves with the features, and the fit's own spread, scaled to one, turned a
-faint fit into confident targets.
+by state trades the noise of a random walk. A least-squares fit of the outcomes per rollout,
+gated by an F-test, fitted it all the same: the outcomes repeat across the rollout's resampled
+copies and their variance moves with the features, so the test passed far above its level, and
+the fit's own spread, scaled to one, turned a faint fit into confident targets.
 
 `LinearTeacher` asks the training bars once, before training, and teaches only what they
 establish. It regresses the log growth a long position sized by the env's volatility budget
 would have earned from each decision bar's fill to the next decision's,
 ``y_t = log(1 + scale_t * (open_{t+1+h} / open_{t+1} - 1))`` (h the decision interval: the
-position held in units between decisions, as the env holds it), on that bar's
-momentum features (`momentum_columns` of the last row of the observation window: the direction's
-evidence) and a constant, over every decision bar of the real training ranges once (not the
-resampled copies, which repeat them). The coefficients' covariance is heteroscedasticity and
-autocorrelation consistent, summed within each range over lags weighted by `lag_weights`: the
-teacher's are Newey and West's (`bartlett_weights`, h lags). Two targets h bars apart share no
-return, but those closer share up to h - 1 of them, and Bartlett's weights, falling from 1,
-count only about three quarters of that overlap: on noise its test passes at about twice its
-level (18.5% of the learning benchmark's random walks at 0.1). `overlap_weights` (Hansen and
-Hodrick's, 1 on each of the h - 1 overlapping lags) count all of it and hold the test's size
-(8.5%); the contest's evidence reads the test with them (`training.run.evidence`). The teacher
-keeps Bartlett's, for which its level and `TEACHER_Z` were measured. It teaches only when the
-features predict beyond chance, by the joint Wald test of their coefficients at
-`TEACHER_LEVEL`; then a state is
-taught the level with the largest side (long) where the predicted advantage of a long position
-over flat exceeds `z` standard errors of that prediction, the level with the smallest side (flat,
-or short when shorts are allowed) where it falls below `-z` of them, and nothing otherwise. The
-constant, the return predicted where the features are zero, is part of the prediction only when
-it is itself established, beyond `z` of its standard errors (`teaches_drift`): a training range
-that happened to rise or fall by chance would otherwise tilt every lesson its way, long or flat
-whatever the features say (C93 against C95 in benchmarks/RESULTS.md, fifteenth round), while a
-drift the bars do establish is what a long position earns in every state (C95's turbulence). A
-drift alone still teaches nothing: the joint test is on the features' coefficients, and holding
-is PPO's to learn. Read on every market feature, the teacher also taught the volatility
-features' power over a sized return (the variance drag) as a direction, and cost the turbulence
-series (benchmarks/RESULTS.md, fourteenth round: C82, C83 against C93).
+position held in units between decisions, as the env holds it), on that bar's momentum features
+(`momentum_columns` of the last row of the observation window: the direction's evidence) and a
+constant, over every decision bar of the real training ranges once (not the resampled copies,
+which repeat them). The coefficients' covariance is heteroscedasticity and autocorrelation
+consistent, summed within each range over lags weighted by `lag_weights`: the teacher's are
+Newey and West's (`bartlett_weights`, h lags). Two targets h bars apart share no return, but
+those closer share up to h - 1 of them, and Bartlett's weights, falling from 1, count only about
+three quarters of that overlap, so on noise the test passes at about twice its level.
+`overlap_weights` (Hansen and Hodrick's, 1 on each of the h - 1 overlapping lags) count all of
+it and hold the test's size; the contest's evidence reads the test with them
+(`training.run.evidence`). The teacher keeps Bartlett's, for which its level and `TEACHER_Z`
+were chosen.
+
+It teaches only when the features predict beyond chance, by the joint Wald test of their
+coefficients at `TEACHER_LEVEL`; then a state is taught the level with the largest side (long)
+where the predicted advantage of a long position over flat exceeds `z` standard errors of that
+prediction, the level with the smallest side (flat, or short when shorts are allowed) where it
+falls below `-z` of them, and nothing otherwise. The constant, the return predicted where the
+features are zero, is part of the prediction only when it is itself established, beyond `z` of
+its standard errors (`teaches_drift`): a training range that happened to rise or fall by chance
+would otherwise tilt every lesson its way, long or flat whatever the features say, while a drift
+the bars do establish is what a long position earns in every state. A drift alone still teaches
+nothing: the joint test is on the features' coefficients, and holding is PPO's to learn. Only
+the momentum features are read: on every market feature the teacher also taught the volatility
+features' power over a sized return (the variance drag) as a direction.
 
 `DirectionTeacher` applies it after each PPO update: a cross-entropy of the direction head towards
 each taught state's level (`training.run.outcomes.RolloutPass`), weighted by
 `train.direction_teacher`; the share of the rollout's states taught is logged as
 `train/direction_teacher_taught`. Costs are not in the targets: the teacher says which way the
 market leans, and PPO, which pays them, how often to act on it.
+
+What each of these choices did to the learning benchmark is measured in benchmarks/RESULTS.md
+(the thirteenth to sixteenth and twenty-ninth rounds: C76-C83, C93-C99, C108).
 """
 
 from __future__ import annotations
