@@ -333,6 +333,11 @@ class TrainConfig:
     # (run/evidence.py: momentum or persistence), holding is no contender: the bars establish a
     # lesson holding cannot take, and validation alone does not overrule it; None: everywhere
     hold_unless_evidence: float | None = None
+    # Where the training bars' momentum fit predicts that moves reverse (run/teacher.py), the
+    # momentum test counts as evidence only below this p-value, in every reading above: on bars
+    # without structure the fit leans to reversal (a persistent regressor's finite-sample bias),
+    # so most of its false alarms are reversals; None: at every level, as a continuation
+    evidence_reversal: float | None = None
     # Where the tests of the training bars find structure (at hold_evidence, where set) but
     # none at this p-value, holding's margin is hold_weak_margin instead of hold_margin: weak
     # structure is where a test passes by chance most often; None: hold_margin throughout
@@ -451,6 +456,12 @@ class TrainConfig:
                     "hold_unless_evidence",
                     self.hold_unless_evidence is None or self.hold_margin is not None,
                     "null without a hold contender (set train.hold_margin)",
+                ),
+                _p_level("evidence_reversal", self.evidence_reversal),
+                (
+                    "evidence_reversal",
+                    self.evidence_reversal is None or self.contested,
+                    "null without a contest (set train.challenger or train.hold_margin)",
                 ),
                 _p_level("hold_weak_evidence", self.hold_weak_evidence),
                 (
@@ -807,6 +818,7 @@ NO_CONTEST: dict[str, Any] = {
     "hold_evidence": None,
     "hold_evidence_tail": None,
     "hold_unless_evidence": None,
+    "evidence_reversal": None,
     "hold_weak_evidence": None,
     "hold_weak_margin": None,
 }
@@ -825,6 +837,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.hold_evidence_per",
     "train.hold_evidence_tail",
     "train.hold_unless_evidence",
+    "train.evidence_reversal",
     "train.hold_weak_evidence",
     "train.hold_weak_margin",
     "train.policy_margin",
@@ -844,8 +857,9 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
     (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
     (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`,
-    `hold_evidence_tail`, `hold_unless_evidence`, `hold_weak_evidence`, `hold_weak_margin`,
-    `policy_margin`, `policy_against`), `train.restarts`, `train.run_dir`): both trainings read
+    `hold_evidence_tail`, `hold_unless_evidence`, `evidence_reversal`, `hold_weak_evidence`,
+    `hold_weak_margin`, `policy_margin`, `policy_against`), `train.restarts`, `train.run_dir`):
+    both trainings read
     the same data through the same env and are compared on the same validation bars. Raises
     `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """

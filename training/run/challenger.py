@@ -97,6 +97,7 @@ EVIDENCE_RECORD = {
     "tail": ("tail_p_value", "extreme_moves"),
     "persistence": ("persistence_p_value", "persistence"),
     "halves": ("halves_p_value", "halves"),
+    "momentum_reversal": ("momentum_reversal_p_value", "momentum_reversal"),
 }
 NOT_MEASURED = Evidence(None, None, None)  # the contest's evidence where the run read none
 
@@ -152,7 +153,7 @@ def contest_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]])
     if not challenger_reads and all(level is None for level in hold_reads):
         return None
     halves = challenger_reads and train.challenger_prior_halves is not None
-    return training_evidence(cfg, ranges, halves=halves)
+    return training_evidence(cfg, ranges, halves=halves, reversal_level=train.evidence_reversal)
 
 
 def evidence_admits(evidence: float | None, level: float | None) -> bool:
@@ -270,6 +271,9 @@ def keep_better_contender(
         "margin_standard_errors": rules.challenger_margin,
         "score_to_beat": None,
     }
+    if rules.evidence_reversal is not None:
+        choice["evidence_reversal_level"] = rules.evidence_reversal
+        choice.update(evidence_record(measured))
     if "challenger" in standings.rows:
         kept = _challenger_step(standings, rules, measured, choice)
     if "hold" in standings.rows:
@@ -379,8 +383,13 @@ def read_contest(run: RunDir) -> dict[str, Any] | None:
 
 def evidence_record(evidence: Evidence) -> dict[str, float | None]:
     """`evidence` as a contest records it in `challenger.json` (`EVIDENCE_RECORD`'s keys; read
-    back by `recorded_evidence`)."""
-    return {key: getattr(evidence, test) for test, (key, _) in EVIDENCE_RECORD.items()}
+    back by `recorded_evidence`): every test's p-value, and the discounted reversal's
+    (`Evidence.momentum_reversal`) only where there is one."""
+    return {
+        key: value
+        for test, (key, _) in EVIDENCE_RECORD.items()
+        if (value := getattr(evidence, test)) is not None or test != "momentum_reversal"
+    }
 
 
 def recorded_evidence(choice: Mapping[str, Any]) -> Evidence:

@@ -83,6 +83,12 @@ def format_contest(choice: dict[str, Any]) -> str:
             level, family = choice["hold_evidence_level"], choice.get("hold_evidence_family_level")
             tail_level = choice.get("hold_evidence_tail_level")
             rules.append(describe_structure(recorded_evidence(choice), level, family, tail_level))
+    reversal = choice.get("momentum_reversal_p_value")
+    if "evidence_reversal_level" in choice and reversal is not None:
+        rules.append(
+            f"the training bars' momentum predicts a reversal at p = {reversal:.3g}, which counts "
+            f"only below {choice['evidence_reversal_level']:g}"
+        )
     lines = [
         f"{spoken_list(names)}, by their best validation pass ({'; '.join(rules)}; the run "
         f"keeps the {choice['kept']}):"

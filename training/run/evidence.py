@@ -79,6 +79,9 @@ class Evidence:
     # Each half of the training bars finds past returns predicting later ones (`halves_evidence`;
     # a reading of the first two tests, not a test of its own); None where not read
     halves: float | None = None
+    # The momentum test's p-value where its fit predicts reversal and the contest's reversal
+    # level (`train.evidence_reversal`) discounted it: `momentum` then reads 1; None elsewhere
+    momentum_reversal: float | None = None
 
     def level_per_test(self, level: float, per: EvidencePer) -> float:
         """The level each test is read at where `level` is `per` "test" (itself) or `per`
@@ -116,16 +119,35 @@ class Evidence:
         return self.halves is not None and self.halves < level
 
 
-def momentum_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
+def momentum_evidence(
+    cfg: RunConfig,
+    ranges: Sequence[tuple[MarketData, range]],
+    reversal_level: float | None = None,
+) -> float | None:
     """The p-value at which the momentum of the training `ranges` ((market, bars) pairs, the
     run's real training ranges) predicts the next decision's return: the joint test of the
     direction teacher `cfg` would fit on them (`training.run.teacher.momentum_teacher`), whether
     or not the run has one, with the covariance weighted over the whole overlap of the
-    decisions' returns (`overlap_weights`), so that its size is its level. None where no teacher
-    can be fitted (no momentum features in `cfg.env`, too few bars)."""
+    decisions' returns (`overlap_weights`), so that its size is its level. With
+    `reversal_level` (`train.evidence_reversal`) a fit that predicts reversal
+    (`LinearTeacher.reverses`) counts only below it, and reads 1 (no evidence at any level)
+    where it is not. None where no teacher can be fitted (no momentum features in `cfg.env`,
+    too few bars)."""
+    return _momentum_reading(cfg, ranges, reversal_level)[0]
+
+
+def _momentum_reading(
+    cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]], reversal_level: float | None
+) -> tuple[float | None, float | None]:
+    """(`momentum_evidence`, the p-value of the fit where `reversal_level` discounted it as a
+    reversal, else None)."""
     core = TradingCore.stacked(ranges, cfg.env)
-    teacher = momentum_teacher(core, len(ranges), cfg.env, lag_weights=overlap_weights)
-    return None if teacher is None else teacher.p_value
+    fit = momentum_teacher(core, len(ranges), cfg.env, lag_weights=overlap_weights)
+    if fit is None:
+        return None, None
+    if reversal_level is not None and fit.reverses and fit.p_value >= reversal_level:
+        return 1.0, fit.p_value
+    return fit.p_value, None
 
 
 def tail_evidence(ranges: Sequence[tuple[MarketData, range]], long_only: bool) -> float | None:
@@ -187,13 +209,18 @@ def persistence_evidence(ranges: Sequence[tuple[MarketData, range]], horizon: in
     return 0.5 * math.erfc(z / math.sqrt(2.0))  # P(Z >= z)
 
 
-def halves_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) -> float | None:
+def halves_evidence(
+    cfg: RunConfig,
+    ranges: Sequence[tuple[MarketData, range]],
+    reversal_level: float | None = None,
+) -> float | None:
     """The p-value at which each half of the training `ranges` (every range cut at its middle
     bar, the first halves read together and the second halves together) finds past returns
     predicting later ones: the larger of the two halves' smallest momentum or persistence
     p-value (`momentum_evidence`, `persistence_evidence` over the longest momentum horizon), so
     that below a level both halves show it. None where either half has neither test measurable
-    (no momentum features, too few bars: a half where no decision fits a window is left out)."""
+    (no momentum features, too few bars: a half where no decision fits a window is left out).
+    `reversal_level` reads the momentum test as `momentum_evidence` does."""
     horizons = cfg.env.momentum_horizons
     if not horizons:
         return None
@@ -201,7 +228,7 @@ def halves_evidence(cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]]) 
     for half in (0, 1):
         part = [(market, _half(bars, half)) for market, bars in ranges]
         part = [(market, bars) for market, bars in part if decisions_in(bars, cfg.env.window) > 0]
-        momentum = momentum_evidence(cfg, part) if part else None
+        momentum = momentum_evidence(cfg, part, reversal_level) if part else None
         persistence = persistence_evidence(part, max(horizons))
         measured = [p for p in (momentum, persistence) if p is not None]
         if not measured:
@@ -222,15 +249,22 @@ def binomial_upper_tail(k: int, n: int) -> float:
 
 
 def training_evidence(
-    cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]], halves: bool = False
+    cfg: RunConfig,
+    ranges: Sequence[tuple[MarketData, range]],
+    halves: bool = False,
+    reversal_level: float | None = None,
 ) -> Evidence:
     """Every test on the training `ranges` of a run of `cfg`: the persistence's over the
     longest horizon of `cfg.env.momentum_horizons` (None without momentum features); with
-    `halves`, the halves' reading too (`halves_evidence`; else None)."""
+    `halves`, the halves' reading too (`halves_evidence`; else None). `reversal_level` reads the
+    momentum test as `momentum_evidence` does, and the evidence keeps the p-value it
+    discounted (`Evidence.momentum_reversal`)."""
     horizons = cfg.env.momentum_horizons
+    momentum, reversal = _momentum_reading(cfg, ranges, reversal_level)
     return Evidence(
-        momentum_evidence(cfg, ranges),
+        momentum,
         tail_evidence(ranges, cfg.env.long_only),
         persistence_evidence(ranges, max(horizons)) if horizons else None,
-        halves_evidence(cfg, ranges) if halves else None,
+        halves_evidence(cfg, ranges, reversal_level) if halves else None,
+        reversal,
     )

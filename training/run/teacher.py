@@ -105,6 +105,13 @@ class LinearTeacher:
         some states) still moves the head's other states, through the weights they share."""
         return self.p_value < TEACHER_LEVEL
 
+    @property
+    def reverses(self) -> bool:
+        """Whether the fit predicts that moves reverse: its market coefficients sum below zero,
+        so a rise in every feature alike predicts a fall (on momentum features, mean reversion;
+        above zero, continuation)."""
+        return float(np.sum(self.coef[1:])) < 0.0
+
     @classmethod
     def fit(
         cls,
