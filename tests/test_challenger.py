@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from envs.synthetic import generate
 from training.config import ConfigError, TrainConfig, challenger_config, load_config
-from training.run.challenger import contest_evidence, keep_better_contender
+from training.run.challenger import contest_evidence, keep_better_contender, recorded_evidence
 from training.run.contest_report import format_contest
 from training.run.data import RunData
 from training.run.evidence import (
@@ -724,6 +725,45 @@ def test_the_extreme_moves_test_can_have_a_level_of_its_own(tmp_path, tail, kept
     assert f"stop guards at p = {tail:g}, below 0.1" in shown and "extreme moves below" not in shown
 
 
+@pytest.mark.parametrize(
+    ("evidence", "kept", "clause"),
+    [
+        # A reversal at 0.003, not below its own 1e-4: no evidence, so holding is the prior
+        (Evidence(1.0, 0.5, 0.5, momentum_reversal=0.003), "hold", "the training bars' momentum "
+         "predicts a reversal at p = 0.003, which counts only below 0.0001"),
+        # A continuation at 0.003 is read at holding's 0.1: a contender, and it loses
+        (Evidence(0.003, 0.5, 0.5), "incumbent", "holding was a contender: the training bars' "
+         "momentum predicts the next decision's return at p = 0.003, below 0.1"),
+    ],
+)  # fmt: skip
+def test_a_reversal_is_evidence_only_below_a_level_of_its_own(tmp_path, evidence, kept, clause):
+    run = incumbent_and_hold(tmp_path, 0.36)  # below 0.30 + 1 x 0.10; 0.30 is below 0.36 + 0.045
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
+    choice = keep_better_contender(
+        run, rules(select_by="growth", evidence_reversal=1e-4, **keys), evidence
+    )
+    assert choice["kept"] == kept and choice["evidence_reversal_level"] == 1e-4
+    assert choice.get("momentum_reversal_p_value") == evidence.momentum_reversal
+    assert recorded_evidence(choice) == evidence
+    assert clause in format_contest(choice)
+    assert_adopted(run, run.contender(kept))
+
+
+def test_a_contest_reads_a_reversal_on_its_own_training_bars():
+    """Mean reversion's momentum fit predicts reversal far below any level: at a reversal level
+    below its p-value the contest reads no momentum evidence and keeps the p-value it set aside;
+    without one, the test reads as before."""
+    keys = ["env.momentum_horizons=[16,64]", "train.hold_margin=1", "train.hold_evidence=0.1"]
+    ranges = [(generate("mean_reversion", 3000, 0).market, range(0, 3000))]
+    plain = contest_evidence(load_config("configs/smoke.yaml", keys), ranges)
+    assert plain is not None and plain.momentum is not None and plain.momentum < 1e-10
+    assert plain.momentum_reversal is None
+    cfg = load_config("configs/smoke.yaml", [*keys, "train.evidence_reversal=1e-20"])
+    read = contest_evidence(cfg, ranges)
+    assert read is not None and read.momentum == 1.0 and read.momentum_reversal == plain.momentum
+    assert read.persistence == plain.persistence and read.tail == plain.tail
+
+
 def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
     run = tmp_path / "run"
     prior = ["--set", "env.momentum_horizons=[4,8]", "--set", "train.hold_margin=1"]
@@ -860,10 +900,19 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
             "train.hold_weak_margin: expected a number >= 0",
         ),
         (['train.challenger=["train.hold_weak_margin=0"]'], "other than train.challenger"),
+        (
+            ["train.evidence_reversal=1e-4"],
+            "train.evidence_reversal: expected null without a contest",
+        ),
+        (
+            ["train.hold_margin=1", "train.evidence_reversal=0"],
+            "train.evidence_reversal: expected a p-value level",
+        ),
+        (['train.challenger=["train.evidence_reversal=1e-4"]'], "other than train.challenger"),
     ],
 )
 def test_a_bad_contest_is_one_line_naming_the_key(overrides, message):
-    with pytest.raises(ConfigError, match=r"train\.(challenger|hold|policy)") as error:
+    with pytest.raises(ConfigError, match=r"train\.(challenger|hold|policy|evidence)") as error:
         load_config("configs/smoke.yaml", overrides)
     assert message in str(error.value) and "\n" not in str(error.value)
 

@@ -19,6 +19,7 @@ from training.run.evidence import (
     momentum_evidence,
     persistence_evidence,
     tail_evidence,
+    training_evidence,
 )
 from training.run.teacher import momentum_teacher, overlap_weights
 
@@ -110,6 +111,28 @@ def test_the_momentum_evidence_counts_the_whole_overlap_of_the_decisions_returns
     teacher = momentum_teacher(core, 1, cfg.env)
     assert overlap is not None and teacher is not None
     assert momentum_evidence(cfg, ranges) == overlap.p_value > teacher.p_value
+
+
+def test_a_reversal_counts_as_momentum_evidence_only_below_its_own_level():
+    """Mean reversion's momentum fit predicts reversal, far below any level; a trend's that
+    passes predicts continuation. A reversal level reads the first as no evidence (p 1) where it
+    is not below the level, in the halves too, and leaves the second as it was."""
+    cfg = load_config(None, ["env.momentum_horizons=[16,64]", "env.decision_interval=5"])
+    reverting = [(generate("mean_reversion", 3000, 0).market, range(0, 3000))]
+    trending = [(generate("trend_regimes", 3000, 2).market, range(0, 3000))]
+    raw = momentum_evidence(cfg, reverting)
+    assert raw is not None and raw < 1e-10
+    assert momentum_evidence(cfg, reverting, reversal_level=raw * 10) == raw
+    assert momentum_evidence(cfg, reverting, reversal_level=raw) == 1.0
+    assert halves_evidence(cfg, reverting, reversal_level=1e-300) > 0.5  # persistence alone
+    assert halves_evidence(cfg, reverting) < 1e-3
+    read = training_evidence(cfg, reverting, reversal_level=raw / 10)
+    assert read.momentum == 1.0 and read.momentum_reversal == raw
+    assert not read.predicts_returns(0.5, ("momentum",))
+    assert training_evidence(cfg, reverting).momentum_reversal is None
+    continuing = momentum_evidence(cfg, trending)
+    assert continuing is not None and continuing < 0.05
+    assert momentum_evidence(cfg, trending, reversal_level=1e-300) == continuing
 
 
 def walk(returns: np.ndarray) -> list:

@@ -81,6 +81,13 @@ def momentum_noise_core(n: int, seed: int) -> SimpleNamespace:
     )
 
 
+@pytest.mark.parametrize(("signal", "reverses"), [(0.005, False), (-0.005, True)])
+def test_a_fit_reverses_where_its_market_coefficients_sum_below_zero(signal, reverses):
+    teacher = LinearTeacher.fit(fake_core(signal=signal, drift=0.001), ranges=1, horizon=1)
+    assert teacher is not None and teacher.p_value < 1e-6
+    assert teacher.reverses is reverses  # the constant's sign, the drift, does not count
+
+
 def test_the_covariance_weights_count_the_overlap_of_the_decisions_returns():
     """Returns over h bars that start j < h bars apart share h - j bars: the long-run variance
     of their sum is h times one's, ``1 + 2 sum_j w_j (h - j) / h`` in units of one's variance.
