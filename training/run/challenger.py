@@ -18,7 +18,9 @@ edge from a lucky one only where the difference is large. Each comparison theref
 the contender kept unless the other beats it by the margin, and tests of the training bars
 (`training.run.evidence`: their momentum predicting the next decision's return, their returns
 persisting over the longest momentum horizon, their extreme moves leaning to the side a stop
-guards) set which contender that is. `keep_better_contender` holds the contest in two steps.
+guards) set which contender that is; with `train.evidence_reversal`, a momentum fit that
+predicts reversal counts only below that level (`training.run.evidence.momentum_evidence`).
+`keep_better_contender` holds the contest in two steps.
 
 1. **The incumbent against the challenger.** The incumbent is the prior: the challenger is kept
    when it beats the incumbent by `train.challenger_margin`, and with `challenger_evidence`

@@ -8,6 +8,10 @@ policy can act on. Three tests read them, each for a lesson a head could learn:
   covariance counting the whole overlap of the decisions' returns (`overlap_weights`), so that
   on bars without structure it passes about as often as its level says. The teacher's own
   weights (Bartlett's) undercount the overlap and pass on noise at about twice their level.
+  Its passes on noise lean to reversal (the momentum coefficients summing below zero): a
+  regression on a persistent sum of the returns it predicts is biased that way in a finite
+  sample (Stambaugh 1999). A contest may therefore read a reversal only below a stricter
+  level of its own (`reversal_level`, `train.evidence_reversal`).
 - **tail** (`tail_evidence`): whether extreme moves against the position a stop guards are more
   common than extreme moves of the other sign, a sign test of the moves beyond `TAIL_Z` robust
   standard deviations of the `TAIL_WINDOW` returns before them. Under any distribution
