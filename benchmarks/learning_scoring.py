@@ -97,8 +97,9 @@ def contest_fields(contest: dict[str, Any] | None) -> dict[str, Any]:
     """A run's contest (`challenger.json`'s content; None: the run held none) as result fields:
     `contender_kept` ("incumbent", "challenger" or "hold"; None without a contest) and the
     training bars' evidence it read (`training.run.evidence`), `evidence_momentum_p`,
-    `evidence_tail_p`, `evidence_persistence_p` and the halves' reading, `evidence_halves_p`
-    (None where it read none)."""
+    `evidence_tail_p`, `evidence_persistence_p`, the halves' reading, `evidence_halves_p`, and
+    the momentum p-value a reversal level discounted, `evidence_momentum_reversal_p` (None where
+    it read none)."""
     from training.run.challenger import recorded_evidence
 
     contest = contest or {}

@@ -217,6 +217,7 @@ def test_the_run_table_shows_which_way_each_runs_training_bars_went() -> None:
     assert scoring.contest_fields(None) == {
         "contender_kept": None, "evidence_momentum_p": None, "evidence_tail_p": None,
         "evidence_persistence_p": None, "evidence_halves_p": None,
+        "evidence_momentum_reversal_p": None,
     }  # fmt: skip
 
 
@@ -586,7 +587,8 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: 
         assert _weights(adopted) == _weights(own)
 
     # A walk-forward without a contest would train: refused in one line, nothing written.
-    no_hold = (  # holding's evidence rules need a hold contender: all go
+    no_hold = (  # holding's evidence rules need a hold contender, the reversal level a contest
+        "train.evidence_reversal=null",
         "train.hold_evidence=null",
         "train.hold_evidence_tail=null",
         "train.hold_unless_evidence=null",
