@@ -577,6 +577,56 @@ def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
     assert "hold_evidence_level" not in unread and "prior" not in format_contest(unread)
 
 
+def policy_and_hold(root: Path, policy: tuple[float, float], hold: float) -> RunDir:
+    """A run in `root` whose incumbent validated at log growth `policy[0]` in the market on
+    `policy[1]` percent of the validation bars (volatility 0.20), and whose hold contender at
+    `hold` (volatility 0.18, always in the market), each with a best model."""
+    run = RunDir(root)
+    entries = {"incumbent": (*policy[:1], 0.20, 0.5, policy[1]), "hold": (hold, 0.18, 0.5, 100.0)}
+    for name, (growth, volatility, sharpe, exposure) in entries.items():
+        folder = run.contender(name)
+        folder.root.mkdir()
+        (entry,) = growth_history(growth, volatility, sharpe)
+        folder.validation_history.write_text(json.dumps([{**entry, "exposure_pct": exposure}]))
+        folder.best_model.write_bytes(f"best {name}".encode())
+    return run
+
+
+@pytest.mark.parametrize(
+    ("policy", "hold", "kept", "to_beat"),
+    [
+        # Holding fell: half in the market earns half of -0.20 at random, so the policy must
+        # beat -0.10 + 0.5 x 0.09, not -0.20 + 0.5 x 0.09 = -0.155
+        ((-0.12, 50.0), -0.20, "hold", -0.055),
+        ((-0.03, 50.0), -0.20, "incumbent", -0.055),  # its timing earned more than that
+        # Always in the market: its exposure earns what holding did, the bar is holding's
+        ((-0.12, 100.0), -0.20, "incumbent", -0.155),
+        # Holding rose: standing aside is no advantage, the bar is holding's
+        ((0.16, 50.0), 0.10, "incumbent", 0.145),
+        ((0.14, 50.0), 0.10, "hold", 0.145),
+    ],
+)
+def test_on_a_range_that_fell_the_policy_must_beat_what_its_exposure_earns(
+    tmp_path, policy, hold, kept, to_beat
+):
+    run = policy_and_hold(tmp_path, policy, hold)
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": 0.5}
+    nothing = Evidence(0.5, 1.0, 0.5)
+    matched = rules(select_by="growth", policy_exposure_matched=True, **keys)
+    choice = keep_better_contender(run, matched, nothing)
+    assert choice["kept"] == kept
+    assert choice["policy_score_to_beat"] == pytest.approx(to_beat)
+    assert choice["policy_exposure_pct"] == policy[1]
+    assert choice["hold_score_at_policy_exposure"] == pytest.approx(policy[1] / 100 * hold)
+    assert_adopted(run, run.contender(kept))
+    shown = format_contest(choice)
+    raised = to_beat > hold + 0.5 * 0.09 + 1e-12
+    assert (f"taken over the {policy[1]:.0f}% of the validation bars" in shown) == raised
+    plain = keep_better_contender(run, rules(select_by="growth", **keys), nothing)
+    assert plain["policy_score_to_beat"] == pytest.approx(hold + 0.5 * 0.09)
+    assert "policy_exposure_pct" not in plain and "taken over" not in format_contest(plain)
+
+
 @pytest.mark.parametrize(
     ("evidence", "kept", "clause"),
     [
@@ -909,6 +959,33 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
             "train.evidence_reversal: expected a p-value level",
         ),
         (['train.challenger=["train.evidence_reversal=1e-4"]'], "other than train.challenger"),
+        (
+            ["train.hold_margin=1", "train.policy_exposure_matched=true"],
+            "train.policy_exposure_matched: expected false without holding's evidence rule",
+        ),
+        (
+            [
+                "train.hold_margin=1",
+                "train.hold_evidence=0.1",
+                "train.select_by=sharpe",
+                "train.policy_exposure_matched=true",
+            ],
+            "train.policy_exposure_matched: expected false unless train.select_by is growth",
+        ),
+        (
+            [
+                "train.hold_margin=1",
+                "train.hold_evidence=0.1",
+                "train.select_by=growth",
+                "train.policy_against=median",
+                "train.policy_exposure_matched=true",
+            ],
+            "and train.policy_against is best",
+        ),
+        (
+            ['train.challenger=["train.policy_exposure_matched=true"]'],
+            "other than train.challenger",
+        ),
     ],
 )
 def test_a_bad_contest_is_one_line_naming_the_key(overrides, message):

@@ -347,6 +347,12 @@ class TrainConfig:
     # Which score of the policy must beat holding's by policy_margin where holding is the
     # prior: its "best" validation pass, or the "median" of its passes
     policy_against: PassScore = "best"
+    # Where holding is the prior and its validation score fell below zero, the policy must beat
+    # what holding earned over the share of the validation bars its best pass was in the market
+    # (that share times holding's log growth: what the same exposure earns at random) by
+    # policy_margin, instead of holding's own score: on a range that fell, standing aside part
+    # of the time beats holding with no skill; false: holding's own score. Growth ranking only
+    policy_exposure_matched: bool = False
     # What validation keeps (the pass, restart or contender): the best "sharpe", or "growth",
     # annualised log growth (evaluation/selection.py: under a leverage cap a policy that mostly
     # stands aside validates at a high Sharpe and earns little); the margins are in its units
@@ -487,6 +493,19 @@ class TrainConfig:
                     "a number >= 0",
                 ),
                 ("policy_margin", self.policy_margin >= 0, "a number >= 0"),
+                (
+                    "policy_exposure_matched",
+                    not self.policy_exposure_matched or self.hold_evidence is not None,
+                    "false without holding's evidence rule (set train.hold_evidence)",
+                ),
+                (
+                    "policy_exposure_matched",
+                    not self.policy_exposure_matched
+                    or (self.select_by == "growth" and self.policy_against == "best"),
+                    "false unless train.select_by is growth and train.policy_against is best "
+                    "(log growth adds over the bars a policy is in the market; a Sharpe ratio "
+                    "or a median of passes does not)",
+                ),
                 (
                     "hold_margin",
                     self.hold_margin is None or self.restarts == 1,
@@ -821,6 +840,7 @@ NO_CONTEST: dict[str, Any] = {
     "evidence_reversal": None,
     "hold_weak_evidence": None,
     "hold_weak_margin": None,
+    "policy_exposure_matched": False,
 }
 # How a contest chooses among its trained contenders (`training.run.challenger`)
 _CONTEST_CHOICE_KEYS = (
@@ -842,6 +862,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.hold_weak_margin",
     "train.policy_margin",
     "train.policy_against",
+    "train.policy_exposure_matched",
 )
 _CONTEST_KEYS = ("train.challenger", *_CONTEST_CHOICE_KEYS, "train.restarts", "train.run_dir")
 # The keys that only choose among what a run trained (which validation pass, which contender),
@@ -858,7 +879,8 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
     (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`,
     `hold_evidence_tail`, `hold_unless_evidence`, `evidence_reversal`, `hold_weak_evidence`,
-    `hold_weak_margin`, `policy_margin`, `policy_against`), `train.restarts`, `train.run_dir`):
+    `hold_weak_margin`, `policy_margin`, `policy_against`, `policy_exposure_matched`),
+    `train.restarts`, `train.run_dir`):
     both trainings read
     the same data through the same env and are compared on the same validation bars. Raises
     `ConfigError`, one line naming `source`, on any mistake in the overrides.

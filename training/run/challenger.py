@@ -41,9 +41,12 @@ predicts reversal counts only below that level (`training.run.evidence.momentum_
    pass (with `hold_against` "median", the median of its passes) by `hold_margin`, or by
    `hold_weak_margin` where no test finds structure at `hold_weak_evidence`. Where no test
    finds structure, holding is the prior: the policy stays only when its best pass (with
-   `policy_against` "median", its median pass) beats holding by `policy_margin`. A policy
-   trained on bars that show nothing to learn has mostly learned their noise; where the bars
-   show something, validation has to show that holding is better.
+   `policy_against` "median", its median pass) beats holding by `policy_margin`; with
+   `policy_exposure_matched`, where holding's score fell below zero, it must beat the higher
+   of that score and its own exposure's share of it (what standing aside as often earns at
+   random on a range that fell) by the same margin. A policy trained on bars that show nothing
+   to learn has mostly learned their noise; where the bars show something, validation has to
+   show that holding is better.
 
 Without `hold_evidence` holding is a contender wherever it is not stood down. A trained
 contender without a finite best pass (it never held a position, or never validated) counts as
@@ -361,6 +364,8 @@ def _hold_step(
         choice["policy"] = kept
         choice["policy_margin_standard_errors"] = rules.policy_margin
         choice["policy_against"] = rules.policy_against
+        if rules.policy_exposure_matched:
+            to_beat += _exposure_shortfall(standings, kept, choice)
         choice["policy_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
         return kept if standings.beats(kept, to_beat, rules.policy_against) else "hold"
     margin = rules.hold_margin or 0.0
@@ -375,6 +380,20 @@ def _hold_step(
     to_beat = standings.bar(kept, margin, rules.hold_against)
     choice["hold_score_to_beat"] = to_beat if math.isfinite(to_beat) else None
     return "hold" if standings.beats("hold", to_beat) else kept
+
+
+def _exposure_shortfall(standings: _Standings, policy: str, choice: dict[str, Any]) -> float:
+    """How far holding's score falls short of what `policy`'s exposure would have earned of it
+    at random (`train.policy_exposure_matched`): ``max(0, (e - 1) * g)``, e the share of the
+    validation bars `policy`'s best pass was in the market and g holding's log growth, so that
+    ``g + shortfall = max(g, e * g)``; 0 where holding did not fall. Records e and ``e * g`` in
+    `choice`."""
+    exposure = standings.exposures.get(policy)
+    held = standings.score("hold") or 0.0
+    matched = (exposure or 0.0) / 100.0 * held
+    choice["policy_exposure_pct"] = exposure
+    choice["hold_score_at_policy_exposure"] = matched
+    return max(0.0, matched - held)
 
 
 def read_contest(run: RunDir) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from stable_baselines3.common.logger import configure
 
+from training.config import SelectBy
 from training.evaluation.selection import describe_best_pass, describe_score
 from training.run.challenger import (
     EVIDENCE_RECORD,
@@ -70,7 +71,7 @@ def format_contest(choice: dict[str, Any]) -> str:
             who = f"the {choice['policy']}"
             if choice.get("policy_against") == "median":
                 who = f"the median pass of the {choice['policy']}"
-            rules.append(rule(who, to_beat, margin, "holding"))
+            rules.append(rule(who, to_beat, margin, describe_matched(choice, select_by)))
         else:
             margin = choice["hold_margin_standard_errors"]
             than = "the policy kept before it"
@@ -111,6 +112,23 @@ def describe_evidence(p_value: float | None, level: float, admitted: str, refuse
     return (
         f"{admitted if admits else refused}: the training bars' momentum predicts the next "
         f"decision's return at p = {p_value:.3g}, {relation} {level:g}"
+    )
+
+
+def describe_matched(choice: Mapping[str, Any], select_by: SelectBy) -> str:
+    """What the policy had to beat where holding was the prior, as a clause: "holding", or,
+    where `train.policy_exposure_matched` raised the bar on a range that fell, what holding
+    earned over the share of the validation bars the policy was in the market."""
+    matched = choice.get("hold_score_at_policy_exposure")
+    held = next(row for row in choice["contenders"] if row["contender"] == "hold")
+    score = held["best_validation_score"]
+    if matched is None or score is None or matched <= score:
+        return "holding"
+    return (
+        f"holding's {describe_score(score, select_by)} taken over the "
+        f"{choice['policy_exposure_pct']:.0f}% of the validation bars the {choice['policy']} "
+        f"was in the market ({describe_score(matched, select_by)}: standing aside on a range "
+        "that fell earns that much at random)"
     )
 
 
