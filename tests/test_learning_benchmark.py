@@ -443,6 +443,7 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     kept_first, contest = reselected(
         "margins", "train.hold_margin=1000", "train.challenger_margin=1000",
         "train.hold_against=median", "train.hold_evidence=null", "train.hold_evidence_tail=null",
+        "train.policy_exposure_matched=false",
     )  # fmt: skip
     assert kept_first["contender_kept"] == "incumbent"  # nothing beats it by 1000 standard errors
     assert contest["hold_against"] == "median"
@@ -459,7 +460,7 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     kept_gated, contest = reselected(
         "gated", "train.challenger_margin=0", "train.hold_margin=1000",
         "train.challenger_evidence=1e-9", "train.hold_evidence=null",
-        "train.hold_evidence_tail=null",
+        "train.hold_evidence_tail=null", "train.policy_exposure_matched=false",
     )  # fmt: skip
     assert kept_gated["contender_kept"] == "incumbent"
     assert contest["evidence_level"] == 1e-9 and 1e-9 <= contest["evidence_p_value"] <= 1
@@ -576,6 +577,7 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: 
     # Nothing beats the incumbent by 1000 standard errors: every fold keeps it and trades it.
     done = benchmark("--reselect", str(trained), "--set", "train.challenger_margin=1000",
                      "--set", "train.hold_evidence=null", "--set", "train.hold_evidence_tail=null",
+                     "--set", "train.policy_exposure_matched=false",
                      "--set", "train.hold_margin=1000",
                      "--jobs", "1", "--out", str(tmp_path / "incumbent"))  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -591,6 +593,7 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: 
         "train.evidence_reversal=null",
         "train.hold_evidence=null",
         "train.hold_evidence_tail=null",
+        "train.policy_exposure_matched=false",
         "train.hold_unless_evidence=null",
         "train.hold_margin=null",
     )
