@@ -47,14 +47,18 @@ equity a year.
 Usage:
     python benchmarks/learning.py [--quick] [--config configs/default.yaml] [--set k=v ...]
         [--seeds 0 1 2 3 4] [--kinds trend_regimes ...] [--timesteps N] [--jobs 2]
-        [--out runs/learning-<time>] [--real] [--folds 3] [--configs-tried N] [--fresh-series 8]
+        [--out runs/learning-<time> [--resume]] [--real] [--folds 3] [--configs-tried N]
+        [--fresh-series 8]
     python benchmarks/learning.py --combine OUT [OUT ...]
     python benchmarks/learning.py --reselect OUT [--from OTHER ...] [--set k=v ...] --out NEW
 
 `--quick` (a few minutes on 2 cores): 2 seeds, 40k timesteps, a short real walk-forward. With
 `--timesteps` (or `--quick`) the config's validation schedule is fitted to the shorter run: ten
 passes, the first held back by the same share of the run (`validation_schedule`). Runs go to
-`--out`; the tables are printed and written to `<out>/learning.json`. `--rescore OUT` trains
+`--out`; the tables are printed and written to `<out>/learning.json`, which holds every run's
+result from the moment it finishes (`Progress`: the runs still to come under `pending`), so an
+interrupted benchmark loses no finished run; the same command with `--resume` trains only the
+runs it lacks, and an `--out` holding results is otherwise refused. `--rescore OUT` trains
 nothing: it scores the agents an earlier run saved in OUT on `--fresh-series` fresh series, and
 the estimated ceiling again. `--combine OUT [OUT ...]` trains and writes nothing: it pools
 earlier runs' results into one set of tables, with the targets checked on every block of ten
@@ -85,14 +89,22 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from learning_report import BLOCK, blocks_table, finite, print_report, seed_list, write_and_print
+from learning_report import (
+    BLOCK,
+    blocks_table,
+    finite,
+    print_report,
+    seed_list,
+    write_and_print,
+    write_report,
+)
 from learning_reselect import ReselectError, reselect
 from learning_scoring import (
     FRESH_SERIES,
@@ -213,12 +225,14 @@ def run_real(job: RealJob) -> dict[str, Any]:
     torch.set_num_threads(1)
     overrides = [*job.overrides, f"train.seed={job.seed}", "train.threads=1"]
     cfg = load_config(job.config, [*overrides, "train.progress_bar=false"])
+    out, attempt = Path(job.out) / f"seed{job.seed}", 1
+    while out.exists():  # an interrupted attempt's folder stays as it was (--resume)
+        attempt += 1
+        out = Path(job.out) / f"seed{job.seed}-{attempt}"
     started = time.perf_counter()
     # a note on the data (e.g. a file without an adjusted close) as one line, as the CLI prints it
     with contextlib.redirect_stdout(io.StringIO()), one_line_user_warnings():
-        run, report = walk_forward(
-            cfg, job.folds, Path(job.out) / f"seed{job.seed}", job.configs_tried
-        )
+        run, report = walk_forward(cfg, job.folds, out, job.configs_tried)
     return real_figures(job.seed, run.root, report, time.perf_counter() - started)
 
 
@@ -235,6 +249,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timesteps", type=int, help="train.total_timesteps of every run")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one torch thread each)")
     parser.add_argument("--out", type=Path, help="default runs/learning-<time>")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish an interrupted run: train only the runs --out's learning.json lacks "
+        "(same --config and --set)",
+    )
     parser.add_argument("--real", action="store_true", help="also walk forward on real data")
     parser.add_argument("--real-only", action="store_true", help="only the real-data part")
     parser.add_argument("--real-seeds", type=int, nargs="+", help="default 0 1 2 (quick: 0)")
@@ -331,12 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides.append("train.checkpoint_every=0")  # unless asked for: disk and time
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = args.out or REPO / "runs" / f"learning-{stamp}"
-    if (out / "learning.json").exists():  # never overwrite an earlier run's results
-        print(
-            f"benchmarks/learning.py: {out} already holds results (learning.json); pass another "
-            "--out (or --rescore it)",
-            file=sys.stderr,
-        )
+    try:
+        earlier = earlier_report(out, args.resume, args.config, overrides)
+    except ResumeError as error:
+        print(f"benchmarks/learning.py: {error}", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
     kinds = [] if args.real_only else args.kinds
@@ -354,49 +372,155 @@ def main(argv: Sequence[str] | None = None) -> int:
                 str(out / "real"), args.configs_tried)
         for seed in real_seeds
     ] if args.real or args.real_only else []  # fmt: skip
-    print(f"learning benchmark: {len(jobs)} synthetic runs ({', '.join(kinds)}; seeds "
-          f"{' '.join(map(str, seeds))}), {len(real_jobs)} walk-forwards on real data, config "
-          f"{args.config} {' '.join(overrides)}, {args.jobs} at once -> {out}",
-          flush=True)  # fmt: skip
-    started = time.perf_counter()
-    results, real = [], []
-    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        synthetic = [(job, pool.submit(run_synthetic, job)) for job in jobs]
-        walks = [(job, pool.submit(run_real, job)) for job in real_jobs]
-        for job, future in synthetic:
-            try:
-                result = future.result()
-            except Exception as error:  # one failed run is reported, the others go on
-                print(f"  {job.kind:<19} seed {job.seed}: FAILED ({error})", flush=True)
-                continue
-            results.append(result)
-            print(f"  {result['kind']:<19} seed {result['seed']}: share {result['share']:+.2f} "
-                  f"(fresh series {result.get('share_fresh', math.nan):+.2f}), "
-                  f"turnover {result['turnover_per_year']:.0f}/yr, "
-                  f"{result['seconds']:.0f} s", flush=True)  # fmt: skip
-        for real_job, future in walks:
-            try:
-                result = future.result()
-            except Exception as error:
-                print(f"  real walk-forward    seed {real_job.seed}: FAILED ({error})", flush=True)
-                continue
-            real.append(result)
-            print(f"  real walk-forward    seed {result['seed']}: Sharpe {result['sharpe']:.2f} "
-                  f"(b&h {result['sharpe_buy_and_hold']:.2f}), turnover "
-                  f"{result['turnover_per_year']:.0f}/yr, {result['seconds']:.0f} s",
-                  flush=True)  # fmt: skip
-    elapsed = time.perf_counter() - started
-    report = {
+    progress = Progress(out / "learning.json", earlier, {
         "command": " ".join(sys.argv),
         "config": args.config,
         "overrides": overrides,
         "seeds": seeds,
-        "synthetic": results,
-        "real": real,
         "configs_tried": args.configs_tried,
-        "seconds": elapsed,
-    }
-    return write_and_print(report, out / "learning.json")
+    })  # fmt: skip
+    jobs = [job for job in jobs if progress.to_do(job_key(job))]
+    real_jobs = [job for job in real_jobs if progress.to_do(job_key(job))]
+    progress.plan([job_key(job) for job in [*jobs, *real_jobs]])
+    print(f"learning benchmark: {len(jobs)} synthetic runs ({', '.join(kinds)}; seeds "
+          f"{' '.join(map(str, seeds))}), {len(real_jobs)} walk-forwards on real data, config "
+          f"{args.config} {' '.join(overrides)}, {args.jobs} at once -> {out}"
+          f"{progress.describe_earlier()}", flush=True)  # fmt: skip
+    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(run_synthetic, job): job for job in jobs}
+        futures.update({pool.submit(run_real, job): job for job in real_jobs})
+        for future in as_completed(futures):
+            job = futures[future]
+            try:
+                result = future.result()
+            except Exception as error:  # one failed run is reported, the others go on
+                print(f"  {job_key(job):<25}: FAILED ({error})", flush=True)
+                progress.failed(job_key(job))
+                continue
+            progress.finished(job_key(job), result)
+            print(f"  {job_key(job):<25}: {describe_result(result)}", flush=True)
+    return write_and_print(progress.final(), out / "learning.json")
+
+
+def job_key(job: Job | RealJob) -> str:
+    """How a run is named in the report's ``pending`` and ``failed`` lists: ``"<kind> <seed>"``,
+    or ``"real <seed>"`` for a walk-forward."""
+    return f"real {job.seed}" if isinstance(job, RealJob) else f"{job.kind} {job.seed}"
+
+
+def describe_result(result: dict[str, Any]) -> str:
+    """One finished run's headline figures, as the benchmark prints them when it lands."""
+    turnover = f"turnover {result['turnover_per_year']:.0f}/yr, {result['seconds']:.0f} s"
+    if "kind" not in result:  # a walk-forward
+        return (
+            f"Sharpe {result['sharpe']:.2f} (b&h {result['sharpe_buy_and_hold']:.2f}), {turnover}"
+        )
+    fresh = result.get("share_fresh", math.nan)
+    return f"share {result['share']:+.2f} (fresh series {fresh:+.2f}), {turnover}"
+
+
+class ResumeError(Exception):
+    """An --out the benchmark may not write to, or may not resume: one line for the user."""
+
+
+def earlier_report(
+    out: Path, resume: bool, config: str, overrides: Sequence[str]
+) -> dict[str, Any] | None:
+    """What ``out`` already holds: None for a folder without results; its report where
+    ``resume`` asks to finish it. Raises `ResumeError` where ``out`` holds results and
+    ``resume`` is not asked (nothing of an earlier run is overwritten), where ``resume`` is
+    asked of a folder without a readable report, or where the report's runs were trained under
+    another config or other overrides (their results would not pool)."""
+    path = out / "learning.json"
+    if not path.exists():
+        if resume:
+            raise ResumeError(f"{path}: nothing to resume (no such file)")
+        return None
+    if not resume:
+        raise ResumeError(
+            f"{out} already holds results (learning.json); pass another --out, --resume to "
+            "finish it, or --rescore it"
+        )
+    try:
+        report = json.loads(path.read_text())
+        runs, walks = report["synthetic"], report["real"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        reason = f"missing key {error}" if isinstance(error, KeyError) else error
+        raise ResumeError(f"{path}: no benchmark results to resume ({reason})") from None
+    if not isinstance(runs, list) or not isinstance(walks, list):
+        raise ResumeError(f"{path}: no benchmark results to resume (runs are not lists)")
+    trained_under = (report.get("config"), report.get("overrides"))
+    if trained_under != (config, list(overrides)):
+        raise ResumeError(
+            f"{path}: its runs were trained under --config {trained_under[0]} --set "
+            f"{' '.join(trained_under[1] or [])}; --resume needs the same --config and --set"
+        )
+    return report
+
+
+class Progress:
+    """The benchmark's report while its runs finish: ``<out>/learning.json`` is rewritten
+    (atomically) as each run lands, with the runs still to come under ``pending`` and those that
+    raised under ``failed``, so an interrupted benchmark loses no finished run, and ``--resume``
+    (the same command and --out) trains only the runs the report does not hold. The earlier
+    report's results, command and seconds are kept; ``resumed`` lists the commands that went
+    on with it."""
+
+    def __init__(self, path: Path, earlier: dict[str, Any] | None, header: dict[str, Any]) -> None:
+        self.path = path
+        self.started = time.perf_counter()
+        self.report: dict[str, Any] = {**header, "synthetic": [], "real": [], "seconds": 0.0}
+        if earlier is not None:
+            resumed = [*earlier.get("resumed", []), header["command"]]
+            seeds = sorted({*earlier.get("seeds", []), *header["seeds"]})
+            self.report.update(
+                earlier, resumed=resumed, seeds=seeds, configs_tried=header["configs_tried"]
+            )
+        self.before = self.report["seconds"]
+        self.done = {f"{r['kind']} {r['seed']}" for r in self.report["synthetic"]}
+        self.done |= {f"real {r['seed']}" for r in self.report["real"]}
+
+    def to_do(self, key: str) -> bool:
+        """Whether the run named ``key`` (`job_key`) still has to be trained."""
+        return key not in self.done
+
+    def plan(self, keys: Sequence[str]) -> None:
+        """Record the runs this command will train, before the first starts."""
+        self.report["pending"] = list(keys)
+        self.report["failed"] = []
+        self._save()
+
+    def describe_earlier(self) -> str:
+        """For the start line: how many runs an earlier command left in the report."""
+        if not self.done:
+            return ""
+        return f" ({len(self.done)} runs of the report's earlier commands kept, not run again)"
+
+    def finished(self, key: str, result: dict[str, Any]) -> None:
+        """Add a finished run's result and write the report."""
+        self.report["real" if key.startswith("real ") else "synthetic"].append(result)
+        self.report["pending"].remove(key)
+        self._save()
+
+    def failed(self, key: str) -> None:
+        """Move a run that raised from ``pending`` to ``failed`` (a resume trains it again)."""
+        self.report["pending"].remove(key)
+        self.report["failed"].append(key)
+        self._save()
+
+    def final(self) -> dict[str, Any]:
+        """The finished report: no ``pending`` list, and ``failed`` only where a run raised."""
+        report = dict(self.report)
+        del report["pending"]
+        if not report["failed"]:
+            del report["failed"]
+        return report
+
+    def _save(self) -> None:
+        self.report["synthetic"].sort(key=lambda r: (KINDS.index(r["kind"]), r["seed"]))
+        self.report["real"].sort(key=lambda r: r["seed"])
+        self.report["seconds"] = self.before + time.perf_counter() - self.started
+        write_report(self.report, self.path)
 
 
 def rescore(out: Path, n_fresh: int, jobs: int) -> int:
@@ -470,8 +594,10 @@ def combine(outs: Sequence[Path]) -> int:
         taken = [r for r in runs if synthetic[(r["kind"], r["seed"])] is r]
         taken_real = [r for r in walks if real[r["seed"]] is r]
         kinds = dict.fromkeys(r["kind"] for r in taken)
+        pending = report.get("pending")
+        unfinished = f" (unfinished: {len(pending)} of its runs pending)" if pending else ""
         print(f"  {path}: config {report.get('config', '?')} "
-              f"{' '.join(report.get('overrides', []))}")  # fmt: skip
+              f"{' '.join(report.get('overrides', []))}{unfinished}")  # fmt: skip
         for kind in kinds:
             print(f"    {kind}: seeds {seed_list([r for r in taken if r['kind'] == kind])}")
         if taken_real:

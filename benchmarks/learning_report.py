@@ -381,11 +381,18 @@ def print_report(report: dict[str, Any], per_run: bool = True) -> None:
             print(folds_table(real))
 
 
+def write_report(report: dict[str, Any], path: Path) -> None:
+    """Write the benchmark's JSON report atomically (`training.run.atomic`: a file killed
+    halfway is never left behind; Ctrl-C waits for it to land). NaN stays NaN, as Python's
+    json reads it back."""
+    from training.run.atomic import write_text_atomic
+
+    write_text_atomic(path, json.dumps(report, indent=2, default=str) + "\n")
+
+
 def write_and_print(report: dict[str, Any], path: Path) -> int:
-    """Write the benchmark's JSON report (atomically) and print its tables."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    """Write the benchmark's JSON report (`write_report`) and print its tables."""
+    write_report(report, path)
     print_report(report)
     print(f"\nresults: {path}")
     return 0

@@ -34,10 +34,90 @@ def test_an_out_folder_with_results_is_refused_and_left_as_it_was(tmp_path: Path
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"benchmarks/learning.py: {tmp_path} already holds results (learning.json); pass another "
-        "--out (or --rescore it)"
+        "--out, --resume to finish it, or --rescore it"
     ]
     assert results.read_text() == '{"kept": true}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["learning.json"]
+
+
+def _walk(seed: int) -> dict:
+    """A finished random-walk run's result, as far as the report's tables read it."""
+    growths = {f"growth_{k}": 0.5 for k in ("buy_and_hold", "ceiling", "oracle")}
+    return {"kind": "random_walk", "seed": seed, "excess_growth": 0.0, "share": 0.0,
+            "growth_agent": 0.5, "turnover_per_year": 1.0, "seconds": 1.0, **growths}  # fmt: skip
+
+
+def test_the_report_holds_each_run_as_it_lands_and_a_resume_trains_only_the_rest(
+    tmp_path: Path,
+) -> None:
+    learning = learning_module()
+    path = tmp_path / "learning.json"
+    header = {"command": "first", "config": "c.yaml", "overrides": ["a=1"], "seeds": [0, 1, 2],
+              "configs_tried": 3}  # fmt: skip
+    progress = learning.Progress(path, None, header)
+    progress.plan(["random_walk 0", "random_walk 1", "random_walk 2", "real 0"])
+    on_disk = json.loads(path.read_text())
+    assert on_disk["pending"] == ["random_walk 0", "random_walk 1", "random_walk 2", "real 0"]
+    assert on_disk["synthetic"] == [] and on_disk["failed"] == []
+    progress.finished("random_walk 2", _walk(2))
+    progress.finished("random_walk 0", _walk(0))
+    progress.failed("real 0")
+    # interrupted here: what landed is on disk, in seed order, and so is what was left
+    on_disk = json.loads(path.read_text())
+    assert [r["seed"] for r in on_disk["synthetic"]] == [0, 2]
+    assert on_disk["pending"] == ["random_walk 1"] and on_disk["failed"] == ["real 0"]
+
+    earlier = learning.earlier_report(tmp_path, True, "c.yaml", ["a=1"])
+    resumed = learning.Progress(path, earlier, {**header, "command": "second", "seeds": [1, 3]})
+    assert [key for key in ("random_walk 0", "random_walk 1", "random_walk 3", "real 0")
+            if resumed.to_do(key)] == ["random_walk 1", "random_walk 3", "real 0"]  # fmt: skip
+    resumed.plan(["random_walk 1", "random_walk 3", "real 0"])
+    for seed in (3, 1):
+        resumed.finished(f"random_walk {seed}", _walk(seed))
+    resumed.finished("real 0", {"seed": 0, "sharpe": 1.0})
+    final = resumed.final()
+    assert [r["seed"] for r in final["synthetic"]] == [0, 1, 2, 3]
+    assert final["real"] == [{"seed": 0, "sharpe": 1.0}]
+    assert final["command"] == "first" and final["resumed"] == ["second"]
+    assert final["seeds"] == [0, 1, 2, 3]
+    assert "pending" not in final and "failed" not in final
+
+
+def test_resume_refuses_a_folder_without_results_or_of_another_config(tmp_path: Path) -> None:
+    learning = learning_module()
+    with pytest.raises(learning.ResumeError, match="nothing to resume"):
+        learning.earlier_report(tmp_path, True, "c.yaml", [])
+    assert learning.earlier_report(tmp_path, False, "c.yaml", []) is None
+    _report(tmp_path / "out", [_walk(0)], [], ["a=1"])
+    with pytest.raises(learning.ResumeError, match=r"trained under --config configs/default.yaml"
+                       r" --set a=1; --resume needs the same --config and --set"):  # fmt: skip
+        learning.earlier_report(tmp_path / "out", True, "configs/default.yaml", ["a=2"])
+    (tmp_path / "out" / "learning.json").write_text("{")
+    with pytest.raises(learning.ResumeError, match="no benchmark results to resume"):
+        learning.earlier_report(tmp_path / "out", True, "configs/default.yaml", ["a=1"])
+
+
+def test_a_resume_of_a_finished_report_trains_nothing_and_keeps_every_result(
+    tmp_path: Path, capsys
+) -> None:
+    learning = learning_module()
+    config = str(REPO / "configs" / "default.yaml")
+    out = tmp_path / "out"
+    out.mkdir()
+    report = {"command": "first", "config": config, "seeds": [0, 1], "configs_tried": 2,
+              "overrides": ["train.checkpoint_every=0"], "synthetic": [_walk(0), _walk(1)],
+              "real": [], "seconds": 5.0}  # fmt: skip
+    (out / "learning.json").write_text(json.dumps(report))
+    argv = ["--kinds", "random_walk", "--seeds", "0", "1", "--out", str(out), "--resume",
+            "--config", config, "--configs-tried", "2"]  # fmt: skip
+    assert learning.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "learning benchmark: 0 synthetic runs" in printed
+    assert "(2 runs of the report's earlier commands kept, not run again)" in printed
+    final = json.loads((out / "learning.json").read_text())
+    assert final["synthetic"] == report["synthetic"] and final["command"] == "first"
+    assert len(final["resumed"]) == 1 and final["seconds"] >= 5.0
+    assert sorted(p.name for p in out.iterdir()) == ["learning.json"]
 
 
 def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
@@ -301,12 +381,18 @@ def test_combine_pools_reports_the_last_holding_a_run_wins_and_nothing_is_writte
 
     first = _report(tmp_path / "a", [walk(s, -0.3) for s in range(12)], [real(0, 0.1)], ["x=1"])
     second = _report(tmp_path / "b", [walk(1, 0.0), walk(11, 0.0)], [real(0, 1.5)], ["y=2"])
+    unfinished = json.loads((second / "learning.json").read_text())
+    unfinished["pending"] = ["random_walk 12"]  # an interrupted benchmark's report pools too
+    (second / "learning.json").write_text(json.dumps(unfinished))
     before = sorted(p.name for p in tmp_path.rglob("*"))
     assert learning.main(["--combine", str(first), str(second)]) == 0
     printed = capsys.readouterr().out
     assert f"{first / 'learning.json'}: config configs/default.yaml x=1" in printed
     assert "    random_walk: seeds 0 2-10\n" in printed  # 1 and 11 come from the later report
-    assert f"{second / 'learning.json'}: config configs/default.yaml y=2" in printed
+    assert (
+        f"{second / 'learning.json'}: config configs/default.yaml y=2 (unfinished: 1 of its"
+        in printed
+    )
     assert "    random_walk: seeds 1 11\n    real: seeds 0\n" in printed
     blocks = printed.split("every block of 10 seeds")[1]
     assert "random_walk  0-9    10  -0.30   -0.300  9: 0 2-9" in blocks
