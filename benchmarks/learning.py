@@ -494,7 +494,7 @@ class Progress:
         """For the start line: how many runs an earlier command left in the report."""
         if not self.done:
             return ""
-        return f" ({len(self.done)} runs of the report's earlier commands kept, not run again)"
+        return f" (kept from its earlier commands, not run again: {len(self.done)} of its runs)"
 
     def finished(self, key: str, result: dict[str, Any]) -> None:
         """Add a finished run's result and write the report."""

@@ -113,7 +113,7 @@ def test_a_resume_of_a_finished_report_trains_nothing_and_keeps_every_result(
     assert learning.main(argv) == 0
     printed = capsys.readouterr().out
     assert "learning benchmark: 0 synthetic runs" in printed
-    assert "(2 runs of the report's earlier commands kept, not run again)" in printed
+    assert "(kept from its earlier commands, not run again: 2 of its runs)" in printed
     final = json.loads((out / "learning.json").read_text())
     assert final["synthetic"] == report["synthetic"] and final["command"] == "first"
     assert len(final["resumed"]) == 1 and final["seconds"] >= 5.0
