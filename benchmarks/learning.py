@@ -402,10 +402,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return write_and_print(progress.final(), out / "learning.json")
 
 
-def job_key(job: Job | RealJob) -> str:
+def run_key(kind: str, seed: int) -> str:
     """How a run is named in the report's ``pending`` and ``failed`` lists: ``"<kind> <seed>"``,
-    or ``"real <seed>"`` for a walk-forward."""
-    return f"real {job.seed}" if isinstance(job, RealJob) else f"{job.kind} {job.seed}"
+    the kind ``real`` for a walk-forward."""
+    return f"{kind} {seed}"
+
+
+def job_key(job: Job | RealJob) -> str:
+    """`run_key` of the run a job trains."""
+    return run_key("real" if isinstance(job, RealJob) else job.kind, job.seed)
 
 
 def describe_result(result: dict[str, Any]) -> str:
@@ -477,11 +482,11 @@ class Progress:
                 earlier, resumed=resumed, seeds=seeds, configs_tried=header["configs_tried"]
             )
         self.before = self.report["seconds"]
-        self.done = {f"{r['kind']} {r['seed']}" for r in self.report["synthetic"]}
-        self.done |= {f"real {r['seed']}" for r in self.report["real"]}
+        self.done = {run_key(r["kind"], r["seed"]) for r in self.report["synthetic"]}
+        self.done |= {run_key("real", r["seed"]) for r in self.report["real"]}
 
     def to_do(self, key: str) -> bool:
-        """Whether the run named ``key`` (`job_key`) still has to be trained."""
+        """Whether the run named ``key`` (`run_key`) still has to be trained."""
         return key not in self.done
 
     def plan(self, keys: Sequence[str]) -> None:
@@ -498,7 +503,7 @@ class Progress:
 
     def finished(self, key: str, result: dict[str, Any]) -> None:
         """Add a finished run's result and write the report."""
-        self.report["real" if key.startswith("real ") else "synthetic"].append(result)
+        self.report["synthetic" if "kind" in result else "real"].append(result)
         self.report["pending"].remove(key)
         self._save()
 
