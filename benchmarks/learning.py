@@ -57,8 +57,9 @@ Usage:
 passes, the first held back by the same share of the run (`validation_schedule`). Runs go to
 `--out`; the tables are printed and written to `<out>/learning.json`, which holds every run's
 result from the moment it finishes (`Progress`: the runs still to come under `pending`), so an
-interrupted benchmark loses no finished run; the same command with `--resume` trains only the
-runs it lacks, and an `--out` holding results is otherwise refused. `--rescore OUT` trains
+interrupted benchmark loses no finished run (Ctrl-C or SIGTERM ends the workers and exits with
+130); the same command with `--resume` trains only the runs it lacks, and an `--out` holding
+results is otherwise refused. `--rescore OUT` trains
 nothing: it scores the agents an earlier run saved in OUT on `--fresh-series` fresh series, and
 the estimated ceiling again. `--combine OUT [OUT ...]` trains and writes nothing: it pools
 earlier runs' results into one set of tables, with the targets checked on every block of ten
@@ -86,14 +87,16 @@ import contextlib
 import io
 import json
 import math
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
-from multiprocessing import get_context
+from multiprocessing import active_children, get_context
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from learning_report import (
@@ -386,20 +389,45 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{' '.join(map(str, seeds))}), {len(real_jobs)} walk-forwards on real data, config "
           f"{args.config} {' '.join(overrides)}, {args.jobs} at once -> {out}"
           f"{progress.describe_earlier()}", flush=True)  # fmt: skip
-    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(run_synthetic, job): job for job in jobs}
-        futures.update({pool.submit(run_real, job): job for job in real_jobs})
-        for future in as_completed(futures):
-            job = futures[future]
-            try:
-                result = future.result()
-            except Exception as error:  # one failed run is reported, the others go on
-                print(f"  {job_key(job):<25}: FAILED ({error})", flush=True)
-                progress.failed(job_key(job))
-                continue
-            progress.finished(job_key(job), result)
-            print(f"  {job_key(job):<25}: {describe_result(result)}", flush=True)
+    pool = ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"))
+    try:
+        with stopped_by_sigterm():
+            futures = {pool.submit(run_synthetic, job): job for job in jobs}
+            futures.update({pool.submit(run_real, job): job for job in real_jobs})
+            for future in as_completed(futures):
+                job = futures[future]
+                try:
+                    result = future.result()
+                except Exception as error:  # one failed run is reported, the others go on
+                    print(f"  {job_key(job):<25}: FAILED ({error})", flush=True)
+                    progress.failed(job_key(job))
+                    continue
+                progress.finished(job_key(job), result)
+                print(f"  {job_key(job):<25}: {describe_result(result)}", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`timeout`): the runs that landed are kept
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in active_children():  # a run half done is dropped, not waited for
+            worker.terminate()
+        print(f"benchmarks/learning.py: stopped; {progress.describe_stop()}", file=sys.stderr)
+        return 130
+    pool.shutdown()
     return write_and_print(progress.final(), out / "learning.json")
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """Inside, SIGTERM (what `timeout` and most schedulers send) raises KeyboardInterrupt as
+    Ctrl-C does, so that a stopped benchmark ends its workers and says what it kept; the
+    previous handler is put back on leaving."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_key(kind: str, seed: int) -> str:
@@ -484,6 +512,7 @@ class Progress:
         self.before = self.report["seconds"]
         self.done = {run_key(r["kind"], r["seed"]) for r in self.report["synthetic"]}
         self.done |= {run_key("real", r["seed"]) for r in self.report["real"]}
+        self.landed: list[str] = []  # the runs this command finished
 
     def to_do(self, key: str) -> bool:
         """Whether the run named ``key`` (`run_key`) still has to be trained."""
@@ -503,6 +532,7 @@ class Progress:
 
     def finished(self, key: str, result: dict[str, Any]) -> None:
         """Add a finished run's result and write the report."""
+        self.landed.append(key)
         self.report["synthetic" if "kind" in result else "real"].append(result)
         self.report["pending"].remove(key)
         self._save()
@@ -512,6 +542,13 @@ class Progress:
         self.report["pending"].remove(key)
         self.report["failed"].append(key)
         self._save()
+
+    def describe_stop(self) -> str:
+        """For a benchmark stopped early: what its report holds, and how to go on."""
+        finished = len(self.done) + len(self.landed)
+        others = len(self.report["pending"]) + len(self.report["failed"])
+        return (f"{self.path} holds {finished} finished of {finished + others} runs; the same "
+                f"command with --resume trains the other {others}")  # fmt: skip
 
     def final(self) -> dict[str, Any]:
         """The finished report: no ``pending`` list, and ``failed`` only where a run raised."""

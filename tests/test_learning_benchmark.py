@@ -1,12 +1,14 @@
 """`benchmarks/learning.py`: an --out that holds results is refused; a run scores the agent and
 the estimated ceiling on its tail and on fresh series, and probes the heads' use of volatility."""
 
+import contextlib
 import importlib.util
 import json
 import math
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +83,59 @@ def test_the_report_holds_each_run_as_it_lands_and_a_resume_trains_only_the_rest
     assert final["command"] == "first" and final["resumed"] == ["second"]
     assert final["seeds"] == [0, 1, 2, 3]
     assert "pending" not in final and "failed" not in final
+
+
+def _stat(pid: str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (state, parent, ...), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _children(pid: int) -> list[str]:
+    """The processes whose parent is `pid`."""
+    found = [p.name for p in Path("/proc").iterdir() if p.name.isdigit()]
+    return [child for child in found if (_stat(child) or ["", ""])[1] == str(pid)]
+
+
+def _running(pid: str) -> bool:
+    """Whether process `pid` runs (a zombie that no parent reaped yet has ended)."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] != "Z"
+
+
+def test_sigterm_keeps_the_runs_that_landed_and_ends_the_workers(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), "--kinds",
+               "random_walk", "--seeds", "0", "1", "2", "--timesteps", "200", "--fresh-series",
+               "1", "--jobs", "1", "--out", str(out)]  # fmt: skip
+    benchmark = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # until the first run's result has landed
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads((out / "learning.json").read_text())["synthetic"]:
+                    break
+            assert benchmark.poll() is None, benchmark.stderr.read() if benchmark.stderr else ""
+            time.sleep(0.5)
+        workers = _children(benchmark.pid)
+        assert workers  # the pool's worker, on the second run now
+        benchmark.terminate()  # SIGTERM, as `timeout` sends
+        _, stderr = benchmark.communicate(timeout=60)
+    finally:
+        benchmark.kill()
+    assert benchmark.returncode == 130
+    assert stderr.strip().splitlines() == [
+        f"benchmarks/learning.py: stopped; {out / 'learning.json'} holds 1 finished of 3 runs; "
+        "the same command with --resume trains the other 2"
+    ]
+    time.sleep(1)
+    assert not [pid for pid in workers if _running(pid)]
+    report = json.loads((out / "learning.json").read_text())
+    assert [r["seed"] for r in report["synthetic"]] == [0]
+    assert report["pending"] == ["random_walk 1", "random_walk 2"]
 
 
 def test_resume_refuses_a_folder_without_results_or_of_another_config(tmp_path: Path) -> None:
