@@ -399,11 +399,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 try:
                     result = future.result()
                 except Exception as error:  # one failed run is reported, the others go on
-                    print(f"  {job_key(job):<25}: FAILED ({error})", flush=True)
+                    print(f"  {job_key(job) + ':':<26} FAILED ({error})", flush=True)
                     progress.failed(job_key(job))
                     continue
                 progress.finished(job_key(job), result)
-                print(f"  {job_key(job):<25}: {describe_result(result)}", flush=True)
+                print(f"  {job_key(job) + ':':<26} {describe_result(result)}", flush=True)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`timeout`): the runs that landed are kept
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in active_children():  # a run half done is dropped, not waited for
