@@ -452,6 +452,21 @@ def describe_result(result: dict[str, Any]) -> str:
     return f"share {result['share']:+.2f} (fresh series {fresh:+.2f}), {turnover}"
 
 
+def read_results(path: Path) -> dict[str, Any]:
+    """The benchmark report at ``path`` (a ``learning.json``, finished or not); a `ValueError`
+    saying why where the file holds no results (unreadable, not JSON, no run lists)."""
+    try:
+        report = json.loads(path.read_text())
+        runs, walks = report["synthetic"], report["real"]
+    except KeyError as error:
+        raise ValueError(f"missing key {error}") from None
+    except (OSError, ValueError, TypeError) as error:
+        raise ValueError(str(error)) from None
+    if not isinstance(runs, list) or not isinstance(walks, list):
+        raise ValueError("its runs are not lists")
+    return report
+
+
 class ResumeError(Exception):
     """An --out the benchmark may not write to, or may not resume: one line for the user."""
 
@@ -475,13 +490,9 @@ def earlier_report(
             "finish it, or --rescore it"
         )
     try:
-        report = json.loads(path.read_text())
-        runs, walks = report["synthetic"], report["real"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        reason = f"missing key {error}" if isinstance(error, KeyError) else error
+        report = read_results(path)
+    except ValueError as reason:
         raise ResumeError(f"{path}: no benchmark results to resume ({reason})") from None
-    if not isinstance(runs, list) or not isinstance(walks, list):
-        raise ResumeError(f"{path}: no benchmark results to resume (runs are not lists)")
     trained_under = (report.get("config"), report.get("overrides"))
     if trained_under != (config, list(overrides)):
         raise ResumeError(
@@ -512,7 +523,6 @@ class Progress:
         self.before = self.report["seconds"]
         self.done = {run_key(r["kind"], r["seed"]) for r in self.report["synthetic"]}
         self.done |= {run_key("real", r["seed"]) for r in self.report["real"]}
-        self.landed: list[str] = []  # the runs this command finished
 
     def to_do(self, key: str) -> bool:
         """Whether the run named ``key`` (`run_key`) still has to be trained."""
@@ -532,7 +542,6 @@ class Progress:
 
     def finished(self, key: str, result: dict[str, Any]) -> None:
         """Add a finished run's result and write the report."""
-        self.landed.append(key)
         self.report["synthetic" if "kind" in result else "real"].append(result)
         self.report["pending"].remove(key)
         self._save()
@@ -545,7 +554,7 @@ class Progress:
 
     def describe_stop(self) -> str:
         """For a benchmark stopped early: what its report holds, and how to go on."""
-        finished = len(self.done) + len(self.landed)
+        finished = len(self.report["synthetic"]) + len(self.report["real"])
         others = len(self.report["pending"]) + len(self.report["failed"])
         return (f"{self.path} holds {finished} finished of {finished + others} runs; the same "
                 f"command with --resume trains the other {others}")  # fmt: skip
@@ -620,13 +629,12 @@ def combine(outs: Sequence[Path]) -> int:
     for out in outs:
         path = out / "learning.json"
         try:
-            report = json.loads(path.read_text())
-            runs, walks = report["synthetic"], report["real"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            reason = f"missing key {error}" if isinstance(error, KeyError) else error
+            report = read_results(path)
+        except ValueError as reason:
             print(f"benchmarks/learning.py: {path}: no benchmark results ({reason})",
                   file=sys.stderr)  # fmt: skip
             return 2
+        runs, walks = report["synthetic"], report["real"]
         synthetic.update({(r["kind"], r["seed"]): r for r in runs})
         real.update({r["seed"]: r for r in walks})
         configs_tried = max(configs_tried, report.get("configs_tried", 1))

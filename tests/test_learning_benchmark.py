@@ -42,11 +42,13 @@ def test_an_out_folder_with_results_is_refused_and_left_as_it_was(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["learning.json"]
 
 
-def _walk(seed: int) -> dict:
-    """A finished random-walk run's result, as far as the report's tables read it."""
+def _walk(seed: int, growth: float = 0.0) -> dict:
+    """A finished random-walk run's result (log growth `growth` over buy-and-hold), as far as
+    the report's tables read it."""
     growths = {f"growth_{k}": 0.5 for k in ("buy_and_hold", "ceiling", "oracle")}
-    return {"kind": "random_walk", "seed": seed, "excess_growth": 0.0, "share": 0.0,
-            "growth_agent": 0.5, "turnover_per_year": 1.0, "seconds": 1.0, **growths}  # fmt: skip
+    return {"kind": "random_walk", "seed": seed, "excess_growth": growth, "share": 0.0,
+            "growth_agent": 0.5 + growth, "turnover_per_year": 1.0, "seconds": 1.0,
+            **growths}  # fmt: skip
 
 
 def test_the_report_holds_each_run_as_it_lands_and_a_resume_trains_only_the_rest(
@@ -426,16 +428,11 @@ def test_combine_pools_reports_the_last_holding_a_run_wins_and_nothing_is_writte
 ) -> None:
     learning = learning_module()
 
-    def walk(seed: int, growth: float) -> dict:
-        growths = {f"growth_{k}": 0.5 for k in ("buy_and_hold", "ceiling", "oracle")}
-        return {"kind": "random_walk", "seed": seed, "excess_growth": growth,
-                "growth_agent": 0.5 + growth, "turnover_per_year": 1.0, **growths}  # fmt: skip
-
     def real(seed: int, sharpe: float) -> dict:
         return {"seed": seed, "sharpe": sharpe, "sharpe_buy_and_hold": 1.0}
 
-    first = _report(tmp_path / "a", [walk(s, -0.3) for s in range(12)], [real(0, 0.1)], ["x=1"])
-    second = _report(tmp_path / "b", [walk(1, 0.0), walk(11, 0.0)], [real(0, 1.5)], ["y=2"])
+    first = _report(tmp_path / "a", [_walk(s, -0.3) for s in range(12)], [real(0, 0.1)], ["x=1"])
+    second = _report(tmp_path / "b", [_walk(1), _walk(11)], [real(0, 1.5)], ["y=2"])
     unfinished = json.loads((second / "learning.json").read_text())
     unfinished["pending"] = ["random_walk 12"]  # an interrupted benchmark's report pools too
     (second / "learning.json").write_text(json.dumps(unfinished))
