@@ -408,6 +408,31 @@ def test_blocks_of_ten_seeds_show_each_blocks_median_and_misses() -> None:
     ]
 
 
+def test_five_seeds_meet_every_target_with_the_product_of_each_kinds_chance() -> None:
+    report = report_module()
+    runs = [  # trend: 1 of 4 below 0.3 (the ceiling: none of the 3 with its figure)
+        {"kind": "trend_regimes", "seed": s, "share_fresh": a, "share_estimated_fresh": e}
+        for s, a, e in [(0, 0.8, 0.9), (1, 0.1, 0.9), (2, 0.7, math.nan), (3, 0.9, 0.4)]
+    ] + [  # random walks: one below -0.05, one above 25 trades a year (the agent's only)
+        {"kind": "random_walk", "seed": s, "excess_growth": g, "turnover_per_year": t,
+         "excess_growth_estimated": e}
+        for s, g, t, e in [(0, 0.0, 2.0, -0.3), (1, -0.2, 2.0, 0.0), (2, 0.0, 30.0, 0.0),
+                           (3, 0.0, 1.0, 0.0), (4, 0.0, 1.0, 0.0)]
+    ] + [
+        {"kind": "trend_regimes", "seed": 4, "share_fresh": math.nan},  # no edge: left out
+        {"kind": "crash_risk", "seed": 0, "share_fresh": -3.0},  # no target
+    ]  # fmt: skip
+    rows = [[c.strip() for c in line.split("  ") if c.strip()]
+            for line in report.five_seeds_table(runs).splitlines()[2:]]  # fmt: skip
+    trend, walk = 0.75**5, 0.6**5
+    assert rows == [
+        ["trend_regimes", "25.0% of 4", f"{trend:.3f}", "0.0% of 3, 1.000"],
+        ["random_walk", "40.0% of 5", f"{walk:.3f}", f"20.0% of 5, {0.8**5:.3f}"],
+        ["every kind", "-", f"{trend * walk:.3f}", f"{0.8**5:.3f}"],
+    ]
+    assert report.five_seeds_table(runs[-1:]) == "no kind with a worst-seed target"
+
+
 def test_seed_lists_write_three_or_more_consecutive_seeds_as_a_range() -> None:
     report = report_module()
     seeds = [9, 0, 1, 2, 4, 5, 7, 8, 10, 11, 30]
