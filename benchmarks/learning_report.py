@@ -285,12 +285,11 @@ def targets_table(results: Sequence[dict[str, Any]]) -> str:
 SEEDS_ASKED = 5  # the issue's "over >= 5 seeds": the seeds `five_seeds_table` draws
 
 
-def _below_target(r: dict[str, Any], kind: str, target: Target, key: str) -> bool:
-    """Whether run `r` misses `kind`'s worst-seed target by its figure `key` (the agent's or the
-    estimated ceiling's), the random walk's turnover target counting for the agent too."""
-    missed = finite(r[key]) < target.worst
-    busy = key == target.key and kind == "random_walk"
-    return missed or (busy and finite(r.get("turnover_per_year")) > RANDOM_WALK_TURNOVER)
+def _miss_rate(runs: Sequence[dict[str, Any]], key: str, worst: float, cap: float) -> float:
+    """The share of `runs` whose figure `key` is below `worst` or who traded more than `cap`
+    times a year."""
+    missed = [finite(r[key]) < worst or finite(r.get("turnover_per_year")) > cap for r in runs]
+    return sum(missed) / len(runs)
 
 
 def five_seeds_table(results: Sequence[dict[str, Any]]) -> str:
@@ -307,18 +306,17 @@ def five_seeds_table(results: Sequence[dict[str, Any]]) -> str:
                   if r["kind"] == kind and not math.isnan(finite(r.get(target.key)))]  # fmt: skip
         if not scored:
             continue
-        missed = sum(_below_target(r, kind, target, target.key) for r in scored) / len(scored)
-        joint *= (1 - missed) ** SEEDS_ASKED
+        cap = RANDOM_WALK_TURNOVER if kind == "random_walk" else math.inf
+        missed = _miss_rate(scored, target.key, target.worst, cap)
+        chance = (1 - missed) ** SEEDS_ASKED
+        joint *= chance
         estimated = [r for r in scored if not math.isnan(finite(r.get(target.estimated)))]
-        if estimated:
-            share = sum(_below_target(r, kind, target, target.estimated) for r in estimated)
-            rate = share / len(estimated)
+        if estimated:  # the ceiling's turnover is not recorded: its growth target alone
+            rate = _miss_rate(estimated, target.estimated, target.worst, math.inf)
             joint_estimated *= (1 - rate) ** SEEDS_ASKED
             shown = f"{rate:.1%} of {len(estimated)}, {(1 - rate) ** SEEDS_ASKED:.3f}"
         else:
-            joint_estimated = math.nan
-            shown = "-"
-        chance = (1 - missed) ** SEEDS_ASKED
+            joint_estimated, shown = math.nan, "-"
         rows.append([kind, f"{missed:.1%} of {len(scored)}", f"{chance:.3f}", shown])
     if not rows:
         return "no kind with a worst-seed target"
