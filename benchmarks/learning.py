@@ -35,7 +35,8 @@ The yardstick of ../shared/LEARNING.md, in one run:
    table (`learning_report`: `TARGETS`, `targets_table`) checks the targets below and draws
    that line for every seed below a worst-seed target, and `five_seeds_table` gives the
    chance, at each kind's miss rate, that five seeds drawn at random meet every worst-seed
-   target (the estimated ceiling's beside it): pooled with `--combine`, the issue's aggregate.
+   target (the estimated ceiling's beside it), with a 90% credible interval: pooled with
+   `--combine`, the issue's aggregate.
 2. **Real data** (`--real`): walk-forward on the bundled universe (`training.walkforward`),
    every seed, against the baselines; the agent's Sharpe with its deflated Sharpe ratio, the
    probability that its edge is noise given every configuration tried (`--configs-tried`).

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Target:
@@ -283,13 +285,47 @@ def targets_table(results: Sequence[dict[str, Any]]) -> str:
 
 
 SEEDS_ASKED = 5  # the issue's "over >= 5 seeds": the seeds `five_seeds_table` draws
+INTERVAL = 0.9  # the central credible interval `joint_chance_interval` gives
+INTERVAL_DRAWS = 20_000  # posterior draws behind it: its quantiles move by about 0.002
 
 
-def _miss_rate(runs: Sequence[dict[str, Any]], key: str, worst: float, cap: float) -> float:
-    """The share of `runs` whose figure `key` is below `worst` or who traded more than `cap`
+def _misses(runs: Sequence[dict[str, Any]], key: str, worst: float, cap: float) -> int:
+    """How many of `runs` have their figure `key` below `worst` or traded more than `cap`
     times a year."""
-    missed = [finite(r[key]) < worst or finite(r.get("turnover_per_year")) > cap for r in runs]
-    return sum(missed) / len(runs)
+    return sum(finite(r[key]) < worst or finite(r.get("turnover_per_year")) > cap for r in runs)
+
+
+def joint_chance_interval(counts: Sequence[tuple[int, int]]) -> tuple[float, float]:
+    """The central `INTERVAL` credible interval of the chance that `SEEDS_ASKED` seeds of every
+    kind meet every worst-seed target, given each kind's (seeds missed, seeds read) in `counts`.
+
+    Each kind's miss rate is drawn from its Jeffreys posterior, Beta(missed + 1/2, read - missed
+    + 1/2) (the binomial interval Brown, Cai and DasGupta, Statistical Science 16(2), 2001,
+    recommend), the kinds independently; the interval is the quantiles of the product over kinds
+    of (1 - rate)^5. A kind with no miss still widens it: 0 of 40 does not say the rate is 0.
+    Seeded, so the same counts give the same interval."""
+    rng = np.random.default_rng(0)
+    chance = np.ones(INTERVAL_DRAWS)  # [draws]
+    for missed, read in counts:
+        rate = rng.beta(missed + 0.5, read - missed + 0.5, size=INTERVAL_DRAWS)  # [draws]
+        chance *= (1.0 - rate) ** SEEDS_ASKED
+    tail = (1.0 - INTERVAL) / 2
+    low, high = np.quantile(chance, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def _chance(missed: int, read: int) -> float:
+    """The chance that `SEEDS_ASKED` seeds drawn at random all meet a target that `missed` of
+    `read` seeds missed, at that rate."""
+    return (1 - missed / read) ** SEEDS_ASKED
+
+
+def _chance_text(counts: Sequence[tuple[int, int]]) -> str:
+    """The joint chance at the kinds' observed rates (the product of `_chance`), with
+    `joint_chance_interval`: "0.403 (0.31-0.50)"."""
+    point = math.prod(_chance(missed, read) for missed, read in counts)
+    low, high = joint_chance_interval(counts)
+    return f"{point:.3f} ({low:.2f}-{high:.2f})"
 
 
 def five_seeds_table(results: Sequence[dict[str, Any]]) -> str:
@@ -298,30 +334,36 @@ def five_seeds_table(results: Sequence[dict[str, Any]]) -> str:
     random walk's also above its turnover target) and the chance (1 - m)^5 that five seeds all
     meet it; the estimated ceiling's (a statistician who knows the family and fits it to the same
     training bars) beside it; then the product over the kinds, the chance that five seeds of
-    every kind meet every worst-seed target. Seeds without the figure are left out, as in
-    `targets_table`; the ceiling is counted over the seeds that have its figure ("-": none)."""
-    rows, joint, joint_estimated = [], 1.0, 1.0
+    every kind meet every worst-seed target, with its `INTERVAL` credible interval
+    (`joint_chance_interval`). Seeds without the figure are left out, as in `targets_table`; the
+    ceiling is counted over the seeds that have its figure ("-": none)."""
+    rows: list[list[str]] = []
+    counts: list[tuple[int, int]] = []
+    counts_estimated: list[tuple[int, int]] | None = []
     for kind, target in TARGETS.items():
         scored = [r for r in results
                   if r["kind"] == kind and not math.isnan(finite(r.get(target.key)))]  # fmt: skip
         if not scored:
             continue
         cap = RANDOM_WALK_TURNOVER if kind == "random_walk" else math.inf
-        missed = _miss_rate(scored, target.key, target.worst, cap)
-        chance = (1 - missed) ** SEEDS_ASKED
-        joint *= chance
+        missed = _misses(scored, target.key, target.worst, cap)
+        counts.append((missed, len(scored)))
         estimated = [r for r in scored if not math.isnan(finite(r.get(target.estimated)))]
+        shown = "-"
         if estimated:  # the ceiling's turnover is not recorded: its growth target alone
-            rate = _miss_rate(estimated, target.estimated, target.worst, math.inf)
-            joint_estimated *= (1 - rate) ** SEEDS_ASKED
-            shown = f"{rate:.1%} of {len(estimated)}, {(1 - rate) ** SEEDS_ASKED:.3f}"
+            missed_estimated = _misses(estimated, target.estimated, target.worst, math.inf)
+            n = len(estimated)
+            shown = f"{missed_estimated / n:.1%} of {n}, {_chance(missed_estimated, n):.3f}"
+            if counts_estimated is not None:
+                counts_estimated.append((missed_estimated, n))
         else:
-            joint_estimated, shown = math.nan, "-"
-        rows.append([kind, f"{missed:.1%} of {len(scored)}", f"{chance:.3f}", shown])
+            counts_estimated = None
+        n = len(scored)
+        rows.append([kind, f"{missed / n:.1%} of {n}", f"{_chance(missed, n):.3f}", shown])
     if not rows:
         return "no kind with a worst-seed target"
-    estimated_text = "-" if math.isnan(joint_estimated) else f"{joint_estimated:.3f}"
-    rows.append(["every kind", "-", f"{joint:.3f}", estimated_text])
+    estimated_text = "-" if counts_estimated is None else _chance_text(counts_estimated)
+    rows.append(["every kind", "-", _chance_text(counts), estimated_text])
     headers = [
         "series",
         "seeds below the worst-seed target",

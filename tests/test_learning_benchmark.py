@@ -425,12 +425,41 @@ def test_five_seeds_meet_every_target_with_the_product_of_each_kinds_chance() ->
     rows = [[c.strip() for c in line.split("  ") if c.strip()]
             for line in report.five_seeds_table(runs).splitlines()[2:]]  # fmt: skip
     trend, walk = 0.75**5, 0.6**5
-    assert rows == [
+    assert rows[:2] == [
         ["trend_regimes", "25.0% of 4", f"{trend:.3f}", "0.0% of 3, 1.000"],
         ["random_walk", "40.0% of 5", f"{walk:.3f}", f"20.0% of 5, {0.8**5:.3f}"],
-        ["every kind", "-", f"{trend * walk:.3f}", f"{0.8**5:.3f}"],
+    ]
+    low, high = report.joint_chance_interval([(1, 4), (2, 5)])
+    low_estimated, high_estimated = report.joint_chance_interval([(0, 3), (1, 5)])
+    assert rows[2] == [
+        "every kind",
+        "-",
+        f"{trend * walk:.3f} ({low:.2f}-{high:.2f})",
+        f"{0.8**5:.3f} ({low_estimated:.2f}-{high_estimated:.2f})",
     ]
     assert report.five_seeds_table(runs[-1:]) == "no kind with a worst-seed target"
+
+
+def test_the_joint_chance_interval_is_the_product_of_each_kinds_posterior() -> None:
+    report = report_module()
+    # One kind, 50 misses of 200: the Jeffreys posterior of the rate is near normal, 0.25 +-
+    # 0.0306, and (1 - rate)^5 is monotone, so its 5% and 95% points are near (1 - 0.25 -+ 1.645
+    # x 0.0306)^5 = 0.168 and 0.328.
+    low, high = report.joint_chance_interval([(50, 200)])
+    assert abs(low - 0.168) < 0.01 and abs(high - 0.328) < 0.01
+    # Two kinds multiply: the interval of both lies below each one's upper end.
+    both = report.joint_chance_interval([(50, 200), (10, 200)])
+    alone = report.joint_chance_interval([(10, 200)])
+    assert both[1] < min(high, alone[1]) and both[0] < low
+    # No miss in 40 seeds still leaves the rate uncertain: the interval ends below 1.
+    assert report.joint_chance_interval([(0, 40)])[1] < 1.0
+    # More seeds at the same rate narrow it; the same counts give the same interval.
+    wide, narrow = (
+        report.joint_chance_interval([(5, 50)]),
+        report.joint_chance_interval([(50, 500)]),
+    )
+    assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 2
+    assert report.joint_chance_interval([(5, 50)]) == wide
 
 
 def test_seed_lists_write_three_or_more_consecutive_seeds_as_a_range() -> None:
