@@ -205,6 +205,24 @@ def probe_table(results: Sequence[dict[str, Any]]) -> str:
     return _table(headers, rows)
 
 
+def direction_probe_table(results: Sequence[dict[str, Any]]) -> str:
+    """Per run on a trend series: the direction head's lean and what it reads from a flat
+    account (`learning_scoring.direction_probe`): the share of the tail's bars on which it
+    prefers long, and how well its probability of long ranks the up spells (AUC)."""
+    rows = [
+        [
+            r["kind"],
+            str(r["seed"]),
+            f"{r['probe_long_share']:.2f}",
+            _cell(r["probe_long_auc"], "{:.2f}"),
+        ]
+        for r in results
+        if "probe_long_share" in r
+    ]
+    headers = ["series", "seed", "long from flat, share of bars", "P(long) ranks up spells, AUC"]
+    return _table(headers, rows)
+
+
 def synthetic_table(results: Sequence[dict[str, Any]]) -> str:
     """Per kind: median / worst over seeds of each column, and the references' growth."""
     worst_of = {"turnover_per_year": "max", "fees_pct_per_year": "max", "gap_chosen": "max",
@@ -466,6 +484,12 @@ def print_report(report: dict[str, Any], per_run: bool = True) -> None:
                 "regime's (expected leverage, P(flat)):"
             )
             print(probe_table(results))
+        if any("probe_long_share" in r for r in results):
+            print(
+                "\ndirection probe: from a flat account on the tail, the share of bars the head "
+                "prefers long and how well P(long) ranks the up spells (AUC; 0.5 reads nothing):"
+            )
+            print(direction_probe_table(results))
     if real:
         print(
             f"\nreal data, walk-forward on the instruments of {config}, combined accounts, "

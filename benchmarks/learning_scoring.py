@@ -5,7 +5,8 @@ A synthetic run's series and split (`synthetic_series`), its agent's figures on 
 (`tail_figures`) and on fresh series of its kind (`score_on_fresh_series`: realized and, on
 the crash-free regime kinds, expected log growth against buy-and-hold, the oracle, the fair
 ceiling, the estimated ceiling and sized hold), what it held in each regime (`held_by_state`),
-what its heads do when only the volatility level changes (`volatility_probe`), the contest it
+what its heads do when only the volatility level changes (`volatility_probe`) and whether its
+direction head reads the hidden trend apart from its lean (`direction_probe`), the contest it
 held (`contest_fields`), and a real walk-forward's figures (`real_figures`). `learning.py`
 trains and scores through these; `learning_reselect.py` scores a run held again through them.
 """
@@ -130,14 +131,15 @@ def training_bars_growth(market: Any, train: range) -> float:
 
 def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
     """The saved agent of `run_root` (trained on series `seed` of `kind`), loaded once and scored
-    on fresh series (`score_on_fresh_series`) and, on the `VOLATILITY_KINDS`, probed
-    (`volatility_probe`)."""
+    on fresh series (`score_on_fresh_series`) and, on the `VOLATILITY_KINDS` and
+    `DIRECTION_KINDS`, probed (`volatility_probe`, `direction_probe`)."""
     from training.run.folder import load_model
 
     model = load_model(run_root)
     return {
         **score_on_fresh_series(kind, seed, model, n_fresh),
         **volatility_probe(kind, seed, model),
+        **direction_probe(kind, seed, model),
     }
 
 
@@ -379,51 +381,109 @@ def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]
     return found
 
 
-def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
-    """What the agent `model` (a `LoadedModel`) decides when only the volatility level changes.
-
-    On the `VOLATILITY_KINDS` only (else {}): at every decision bar of the tail of series
-    `seed`, the observation the agent would see from a flat account, with the `volatility`
-    column of the whole window set to the level of each regime (the generator's per-bar vol,
-    annualised as the env does) and `volatility_trend` to 0; everything else, the scaled price
-    moves included, is the bar's own. Per regime k, averaged over the bars: the leverage head's
-    expected level (``probe_leverage_state<k>``) and the direction head's probability of flat
-    (``probe_flat_state<k>``). Growth-optimal leverage is about 6x calm and 0.9x turbulent on
-    volatility regimes, 6x and 0.32x on turbulence regimes, so a head that reads the level
-    chooses less in state 1.
-    """
-    if kind not in VOLATILITY_KINDS:
-        return {}
+def _flat_account_windows(kind: str, seed: int, model: Any) -> tuple[Any, Any, dict[str, Any], Any]:
+    """The probes' observations: at every decision bar of the tail of series `seed` of `kind`
+    (but the last), the bar's own market window seen from a flat account with its initial
+    equity. Returns (series, bars [N], observation {"market": [N, W, F], "account": [N, A]},
+    the env's core)."""
     import numpy as np
-    import torch
 
     from training.evaluation.backtest import evaluation_env
 
     config = model.config.env
     series, split = synthetic_series(kind, seed)
-    env = evaluation_env(series.market, config, split.splits[0].test)
+    tail = split.splits[0].test
+    env = evaluation_env(series.market, config, tail)
     first, _ = env.reset()
     start = first["account"]  # [N_ACCOUNT] a flat account with its initial equity
-    tail = split.splits[0].test
     bars = np.arange(max(tail.start, config.window - 1), tail.stop - 1)  # [N] decision bars
-    windows = env.core.market_windows(bars)  # [N, W, F]
+    obs = {
+        "market": env.core.market_windows(bars),  # [N, W, F]
+        "account": np.repeat(start[None], len(bars), axis=0),  # [N, N_ACCOUNT]
+    }
+    return series, bars, obs, env.core
+
+
+def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
+    """What the agent `model` (a `LoadedModel`) decides when only the volatility level changes.
+
+    On the `VOLATILITY_KINDS` only (else {}): at every decision bar of the tail of series
+    `seed`, the observation the agent would see from a flat account (`_flat_account_windows`),
+    with the `volatility` column of the whole window set to the level of each regime (the
+    generator's per-bar vol, annualised as the env does) and `volatility_trend` to 0; everything
+    else, the scaled price moves included, is the bar's own. Per regime k, averaged over the
+    bars: the leverage head's expected level (``probe_leverage_state<k>``) and the direction
+    head's probability of flat (``probe_flat_state<k>``). Growth-optimal leverage is about 6x
+    calm and 0.9x turbulent on volatility regimes, 6x and 0.32x on turbulence regimes, so a head
+    that reads the level chooses less in state 1.
+    """
+    if kind not in VOLATILITY_KINDS:
+        return {}
+    import torch
+
+    config = model.config.env
+    series, _, obs, core = _flat_account_windows(kind, seed, model)
     names = config.feature_names
     level, trend = names.index("volatility"), names.index("volatility_trend")
-    per_year = math.sqrt(env.core.bars_per_year)
+    per_year = math.sqrt(core.bars_per_year)
     levels = torch.tensor(config.leverage_levels, dtype=torch.float32)  # [L]
     found = {}
     for k, vol in enumerate(series.params["vol"]):
-        probe = windows.copy()
+        probe = obs["market"].copy()  # [N, W, F]
         probe[:, :, level] = math.log(vol * per_year)
         probe[:, :, trend] = 0.0
-        obs = {"market": probe, "account": np.repeat(start[None], len(bars), axis=0)}
         with torch.no_grad():
-            heads = model.policy.head_distributions(obs).heads()
+            heads = model.policy.head_distributions({**obs, "market": probe}).heads()
         leverage = heads["leverage"].probs @ levels  # [N]
         flat = heads["direction"].probs[:, config.flat_direction_index]  # [N]
         found[f"probe_leverage_state{k}"] = float(leverage.mean())
         found[f"probe_flat_state{k}"] = float(flat.mean())
     return found
+
+
+DIRECTION_KINDS = ("trend_regimes",)  # kinds whose hidden state is which way the market goes
+
+
+def direction_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
+    """Whether the agent `model`'s direction head reads the hidden trend, apart from how far it
+    leans to one side.
+
+    On the `DIRECTION_KINDS` only (else {}): at every decision bar of the tail of series `seed`,
+    from a flat account (`_flat_account_windows`, so the account's own hysteresis plays no
+    part), the direction head's probability of long. ``probe_long_share`` is the share of bars
+    on which it exceeds 1/2 (the deterministic choice from flat); ``probe_long_auc`` is how
+    well it ranks the bars whose next bar is in the up state above those in the down state
+    (`rank_auc`: 0.5 reads nothing, 1 ranks every up bar first). A head that collapsed to
+    always long after training bars that rose can still rank the spells (benchmarks/RESULTS.md,
+    fifty-third round: AUC 0.66-0.77 under a long share near 1); one that reads nothing stays
+    near 0.5 whatever its share.
+    """
+    if kind not in DIRECTION_KINDS:
+        return {}
+    import torch
+
+    config = model.config.env
+    series, bars, obs, _ = _flat_account_windows(kind, seed, model)
+    with torch.no_grad():
+        heads = model.policy.head_distributions(obs).heads()
+    long = heads["direction"].probs[:, config.direction_names.index("long")].numpy()  # [N]
+    up = series.state[bars + 1] == series.params["state_names"].index("up")  # [N]
+    return {"probe_long_share": float((long > 0.5).mean()), "probe_long_auc": rank_auc(long, up)}
+
+
+def rank_auc(scores: Any, positive: Any) -> float:
+    """The probability that a positive's score exceeds a negative's, ties counting half: the
+    area under the ROC curve, or the Mann-Whitney U over the pairs. NaN without both a positive
+    and a negative. scores, positive: [N] floats and bools."""
+    import numpy as np
+
+    scores, positive = np.asarray(scores, dtype=np.float64), np.asarray(positive, dtype=bool)
+    pos, neg = scores[positive], np.sort(scores[~positive])  # [P], [Q]
+    if len(pos) == 0 or len(neg) == 0:
+        return math.nan
+    below = np.searchsorted(neg, pos, side="left")  # [P] negatives under each positive
+    tied = np.searchsorted(neg, pos, side="right") - below  # [P] negatives equal to it
+    return float((below + 0.5 * tied).sum() / (len(pos) * len(neg)))
 
 
 def real_figures(seed: int, run: Path, report: dict[str, Any], seconds: float) -> dict[str, Any]:

@@ -177,7 +177,7 @@ def test_a_resume_of_a_finished_report_trains_nothing_and_keeps_every_result(
     assert sorted(p.name for p in out.iterdir()) == ["learning.json"]
 
 
-def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
+def test_runs_score_the_agent_the_estimated_ceiling_and_the_heads_probes(
     tmp_path: Path,
 ) -> None:
     done = subprocess.run(
@@ -250,6 +250,10 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_volatility_probe(
         assert 0.0 <= volatility[f"probe_flat_state{k}"] <= 1.0
     assert "probe_leverage_state0" not in result  # trend: no volatility levels to probe
     assert "volatility probe" in done.stdout
+    # The direction probe, on the trend run only: a share and an AUC, both in [0, 1].
+    assert 0.0 <= result["probe_long_share"] <= 1.0 and 0.0 <= result["probe_long_auc"] <= 1.0
+    assert "probe_long_share" not in volatility
+    assert "direction probe" in done.stdout
     # Which way the training bars went, for each run: series 0's own, in the per-run table.
     scoring = scoring_module()
     series, split = scoring.synthetic_series("trend_regimes", 0)
@@ -460,6 +464,17 @@ def test_the_joint_chance_interval_is_the_product_of_each_kinds_posterior() -> N
     )
     assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 2
     assert report.joint_chance_interval([(5, 50)]) == wide
+
+
+def test_rank_auc_counts_the_pairs_a_positive_wins_and_half_the_ties() -> None:
+    scoring = scoring_module()
+    # Positives 3 and 1 against negatives 2, 1 and 0: 3 wins all three pairs, 1 wins one
+    # (against 0) and ties one (1): (3 + 1 + 0.5) / 6.
+    auc = scoring.rank_auc([3.0, 2.0, 1.0, 1.0, 0.0], [True, False, True, False, False])
+    assert auc == pytest.approx(4.5 / 6)
+    assert math.isnan(scoring.rank_auc([1.0, 2.0], [True, True]))  # no negative
+    assert scoring.rank_auc([0.0, 1.0], [False, True]) == 1.0
+    assert scoring.rank_auc([0.0, 1.0], [True, False]) == 0.0
 
 
 def test_seed_lists_write_three_or_more_consecutive_seeds_as_a_range() -> None:
