@@ -321,10 +321,10 @@ def joint_chance_interval(counts: Sequence[tuple[int, int]]) -> tuple[float, flo
     + 1/2) (the binomial interval Brown, Cai and DasGupta, Statistical Science 16(2), 2001,
     recommend), the kinds independently; the interval is the quantiles of the product over kinds
     of (1 - rate)^5. A kind with no miss still widens it: 0 of 40 does not say the rate is 0.
-    Seeded, so the same counts give the same interval."""
+    Seeded and drawn in sorted order, so the same counts in any order give the same interval."""
     rng = np.random.default_rng(0)
     chance = np.ones(INTERVAL_DRAWS)  # [draws]
-    for missed, read in counts:
+    for missed, read in sorted(counts):
         rate = rng.beta(missed + 0.5, read - missed + 0.5, size=INTERVAL_DRAWS)  # [draws]
         chance *= (1.0 - rate) ** SEEDS_ASKED
     tail = (1.0 - INTERVAL) / 2
@@ -356,31 +356,28 @@ def five_seeds_table(results: Sequence[dict[str, Any]]) -> str:
     (`joint_chance_interval`). Seeds without the figure are left out, as in `targets_table`; the
     ceiling is counted over the seeds that have its figure ("-": none)."""
     rows: list[list[str]] = []
-    counts: list[tuple[int, int]] = []
-    counts_estimated: list[tuple[int, int]] | None = []
+    counts: list[tuple[int, int]] = []  # (missed, read) per kind, the agent's
+    counts_estimated: list[tuple[int, int]] = []  # the same, the estimated ceiling's
     for kind, target in TARGETS.items():
         scored = [r for r in results
                   if r["kind"] == kind and not math.isnan(finite(r.get(target.key)))]  # fmt: skip
         if not scored:
             continue
         cap = RANDOM_WALK_TURNOVER if kind == "random_walk" else math.inf
-        missed = _misses(scored, target.key, target.worst, cap)
-        counts.append((missed, len(scored)))
+        missed, read = _misses(scored, target.key, target.worst, cap), len(scored)
+        counts.append((missed, read))
         estimated = [r for r in scored if not math.isnan(finite(r.get(target.estimated)))]
         shown = "-"
         if estimated:  # the ceiling's turnover is not recorded: its growth target alone
-            missed_estimated = _misses(estimated, target.estimated, target.worst, math.inf)
-            n = len(estimated)
-            shown = f"{missed_estimated / n:.1%} of {n}, {_chance(missed_estimated, n):.3f}"
-            if counts_estimated is not None:
-                counts_estimated.append((missed_estimated, n))
-        else:
-            counts_estimated = None
-        n = len(scored)
-        rows.append([kind, f"{missed / n:.1%} of {n}", f"{_chance(missed, n):.3f}", shown])
+            below = _misses(estimated, target.estimated, target.worst, math.inf)
+            counts_estimated.append((below, len(estimated)))
+            shown = f"{below / len(estimated):.1%} of {len(estimated)}, "
+            shown += f"{_chance(below, len(estimated)):.3f}"
+        rows.append([kind, f"{missed / read:.1%} of {read}", f"{_chance(missed, read):.3f}", shown])
     if not rows:
         return "no kind with a worst-seed target"
-    estimated_text = "-" if counts_estimated is None else _chance_text(counts_estimated)
+    every_kind = len(counts_estimated) == len(counts)  # the ceiling's product needs each kind
+    estimated_text = _chance_text(counts_estimated) if every_kind else "-"
     rows.append(["every kind", "-", _chance_text(counts), estimated_text])
     headers = [
         "series",

@@ -464,6 +464,7 @@ def test_the_joint_chance_interval_is_the_product_of_each_kinds_posterior() -> N
     )
     assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 2
     assert report.joint_chance_interval([(5, 50)]) == wide
+    assert report.joint_chance_interval([(10, 200), (50, 200)]) == both  # order does not matter
 
 
 def test_rank_auc_counts_the_pairs_a_positive_wins_and_half_the_ties() -> None:
