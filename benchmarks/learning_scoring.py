@@ -385,22 +385,14 @@ def _flat_account_windows(kind: str, seed: int, model: Any) -> tuple[Any, Any, d
     """The probes' observations: at every decision bar of the tail of series `seed` of `kind`
     (but the last), the bar's own market window seen from a flat account with its initial
     equity. Returns (series, bars [N], observation {"market": [N, W, F], "account": [N, A]},
-    the env's core)."""
-    import numpy as np
-
+    the env's core): `training.evaluation.lean.flat_account_observations`, which validation's
+    direction lean reads too."""
     from training.evaluation.backtest import evaluation_env
+    from training.evaluation.lean import flat_account_observations
 
-    config = model.config.env
     series, split = synthetic_series(kind, seed)
-    tail = split.splits[0].test
-    env = evaluation_env(series.market, config, tail)
-    first, _ = env.reset()
-    start = first["account"]  # [N_ACCOUNT] a flat account with its initial equity
-    bars = np.arange(max(tail.start, config.window - 1), tail.stop - 1)  # [N] decision bars
-    obs = {
-        "market": env.core.market_windows(bars),  # [N, W, F]
-        "account": np.repeat(start[None], len(bars), axis=0),  # [N, N_ACCOUNT]
-    }
+    env = evaluation_env(series.market, model.config.env, split.splits[0].test)
+    bars, obs = flat_account_observations(env)
     return series, bars, obs, env.core
 
 

@@ -392,6 +392,9 @@ def test_the_hold_contender_always_holds_and_is_compared_on_the_same_bars(held):
     assert (held / "hold" / "splits.json").read_bytes() == (held / "splits.json").read_bytes()
     (entry,) = json.loads((held / "hold" / "validation.json").read_text())
     assert entry["exposure_pct"] > 99 and entry["timesteps"] == 0  # long from the first fill on
+    assert entry["long_share_pct"] == 100.0  # its direction head leans all the way long
+    for trained in json.loads((held / "incumbent" / "validation.json").read_text()):
+        assert 0.0 <= trained["long_share_pct"] <= 100.0
     choice = json.loads((held / "challenger.json").read_text())
     assert [row["contender"] for row in choice["contenders"]] == ["incumbent", "hold"]
     policy_score, hold_score = (row["best_validation_score"] for row in choice["contenders"])

@@ -27,6 +27,7 @@ from agent import MultiHeadPolicy, built_like, policy_of
 from envs import TradingEnv
 from training.config import SelectBy
 from training.evaluation.fast_inference import FastPolicy
+from training.evaluation.lean import long_share_pct
 from training.evaluation.metrics import compute_metrics, record_metrics, trades_from_record
 from training.evaluation.portfolio import combine_records
 from training.evaluation.selection import best_pass, best_score, validation_score
@@ -69,9 +70,10 @@ def validate(
     count, `train_episode_sharpe` (`train_sharpe`: the mean Sharpe ratio of the training
     episodes since the last pass, NaN if none ended), `generalization_gap` (that minus the
     validation Sharpe), and the pass's `score` by `select_by` with its `score_standard_error`
-    (`validation_score`). `run.best_model` is saved (atomically) when the score is finite and
-    beats every earlier pass's. With `leverage` the policy validated and saved is `deployed`'s
-    copy, pinned to that level. Returns the entry.
+    (`validation_score`), and `long_share_pct`, the direction head's lean from a flat account
+    (`training.evaluation.lean.long_share_pct`). `run.best_model` is saved (atomically) when
+    the score is finite and beats every earlier pass's. With `leverage` the policy validated
+    and saved is `deployed`'s copy, pinned to that level. Returns the entry.
     """
     policy = deployed(policy_of(model), leverage)
     return validate_policy(policy, model.num_timesteps, envs, run, train_sharpe, select_by)
@@ -103,6 +105,7 @@ def validate_policy(
         "generalization_gap": train_sharpe - sharpe,
         "score": score,
         "score_standard_error": standard_error,
+        "long_share_pct": long_share_pct(policy, envs),
     }
     if len(records) > 1:
         entry["instruments"] = {
