@@ -403,6 +403,9 @@ def test_the_hold_contender_always_holds_and_is_compared_on_the_same_bars(held):
     assert (held / "validation.json").read_text() == (kept / "validation.json").read_text()
     shown = format_contest(choice)
     assert shown.startswith("incumbent and hold, by") and "holding had to beat" in shown
+    lean = next(row for row in choice["contenders"] if row["contender"] == "incumbent")
+    assert f"long from a flat account on {lean['long_share_pct']:.0f}% of the bars" in shown
+    assert "timesteps, long from a flat account on 100% of the bars" in shown.split("hold:")[-1]
 
 
 def test_a_finished_hold_contest_resumes_as_it_was(held, capsys):

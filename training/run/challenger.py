@@ -220,6 +220,7 @@ class _Standings:
                 "best_validation_sharpe": entry.get("sharpe"),
                 "timesteps": entry.get("timesteps"),
                 "validation_passes": len(history),
+                "long_share_pct": entry.get("long_share_pct"),
             }
             standard_errors[name] = (
                 entry.get("score_standard_error", math.nan) if entry else math.nan

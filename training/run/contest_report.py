@@ -33,7 +33,10 @@ EVIDENCE_FINDING = {
 
 
 def format_contest(choice: dict[str, Any]) -> str:
-    """The contenders compared by `keep_better_contender`, one line each, the kept one marked."""
+    """The contenders compared by `keep_better_contender`, one line each, the kept one marked:
+    its best validation pass and, where the pass recorded it, its direction head's lean (the
+    share of the validation bars on which it chose long from a flat account,
+    `training.evaluation.lean`: near 100% is the always-long collapse)."""
     names = [row["contender"] for row in choice["contenders"]]
 
     select_by = choice.get("select_by", "sharpe")
@@ -96,6 +99,8 @@ def format_contest(choice: dict[str, Any]) -> str:
     ]
     for row in choice["contenders"]:
         best = describe_best_pass(row["best_validation_score"], row["timesteps"], select_by)
+        if row.get("long_share_pct") is not None:  # none where the pass predates the record
+            best += f", long from a flat account on {row['long_share_pct']:.0f}% of the bars"
         mark = "  <- kept" if row["contender"] == choice["kept"] else ""
         lines.append(f"  {row['contender']}: {best}{mark}")
     return "\n".join(lines)
