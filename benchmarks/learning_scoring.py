@@ -381,26 +381,22 @@ def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]
     return found
 
 
-def _flat_account_windows(kind: str, seed: int, model: Any) -> tuple[Any, Any, dict[str, Any], Any]:
-    """The probes' observations: at every decision bar of the tail of series `seed` of `kind`
-    (but the last), the bar's own market window seen from a flat account with its initial
-    equity. Returns (series, bars [N], observation {"market": [N, W, F], "account": [N, A]},
-    the env's core): `training.evaluation.lean.flat_account_observations`, which validation's
-    direction lean reads too."""
+def _tail_env(kind: str, seed: int, model: Any) -> tuple[Any, Any]:
+    """The probes' series and env: series `seed` of `kind`, and an evaluation env over its tail
+    under the agent `model`'s env config. The probes read the tail's decision bars from a flat
+    account with its initial equity (`training.evaluation.lean`, which validation's direction
+    lean reads too)."""
     from training.evaluation.backtest import evaluation_env
-    from training.evaluation.lean import flat_account_observations
 
     series, split = synthetic_series(kind, seed)
-    env = evaluation_env(series.market, model.config.env, split.splits[0].test)
-    bars, obs = flat_account_observations(env)
-    return series, bars, obs, env.core
+    return series, evaluation_env(series.market, model.config.env, split.splits[0].test)
 
 
 def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
     """What the agent `model` (a `LoadedModel`) decides when only the volatility level changes.
 
     On the `VOLATILITY_KINDS` only (else {}): at every decision bar of the tail of series
-    `seed`, the observation the agent would see from a flat account (`_flat_account_windows`),
+    `seed`, the observation the agent would see from a flat account (`_tail_env`),
     with the `volatility` column of the whole window set to the level of each regime (the
     generator's per-bar vol, annualised as the env does) and `volatility_trend` to 0; everything
     else, the scaled price moves included, is the bar's own. Per regime k, averaged over the
@@ -413,8 +409,12 @@ def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
         return {}
     import torch
 
+    from training.evaluation.lean import flat_account_observations
+
     config = model.config.env
-    series, _, obs, core = _flat_account_windows(kind, seed, model)
+    series, env = _tail_env(kind, seed, model)
+    _, obs = flat_account_observations(env)
+    core = env.core
     names = config.feature_names
     level, trend = names.index("volatility"), names.index("volatility_trend")
     per_year = math.sqrt(core.bars_per_year)
@@ -441,25 +441,22 @@ def direction_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
     leans to one side.
 
     On the `DIRECTION_KINDS` only (else {}): at every decision bar of the tail of series `seed`,
-    from a flat account (`_flat_account_windows`, so the account's own hysteresis plays no
-    part), the direction head's probability of long. ``probe_long_share`` is the share of bars
-    on which it exceeds 1/2 (the deterministic choice from flat); ``probe_long_auc`` is how
-    well it ranks the bars whose next bar is in the up state above those in the down state
-    (`rank_auc`: 0.5 reads nothing, 1 ranks every up bar first). A head that collapsed to
-    always long after training bars that rose can still rank the spells (benchmarks/RESULTS.md,
-    fifty-third round: AUC 0.66-0.77 under a long share near 1); one that reads nothing stays
-    near 0.5 whatever its share.
+    from a flat account (`training.evaluation.lean.long_probabilities`, so the account's own
+    hysteresis plays no part), the direction head's probability of long. ``probe_long_share``
+    is the share of bars on which it exceeds 1/2 (the deterministic choice from flat);
+    ``probe_long_auc`` is how well it ranks the bars whose next bar is in the up state above
+    those in the down state (`rank_auc`: 0.5 reads nothing, 1 ranks every up bar first).
+    A head that collapsed to always long after training bars that rose can still rank the
+    spells (benchmarks/RESULTS.md, fifty-third round: AUC 0.66-0.77 under a long share near 1);
+    one that reads nothing stays near 0.5 whatever its share.
     """
     if kind not in DIRECTION_KINDS:
         return {}
-    import torch
+    from training.evaluation.lean import decision_bars, long_probabilities
 
-    config = model.config.env
-    series, bars, obs, _ = _flat_account_windows(kind, seed, model)
-    with torch.no_grad():
-        heads = model.policy.head_distributions(obs).heads()
-    long = heads["direction"].probs[:, config.direction_names.index("long")].numpy()  # [N]
-    up = series.state[bars + 1] == series.params["state_names"].index("up")  # [N]
+    series, env = _tail_env(kind, seed, model)
+    long = long_probabilities(model.policy, env)  # [N]
+    up = series.state[decision_bars(env) + 1] == series.params["state_names"].index("up")  # [N]
     return {"probe_long_share": float((long > 0.5).mean()), "probe_long_auc": rank_auc(long, up)}
 
 

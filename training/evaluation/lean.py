@@ -24,12 +24,17 @@ from envs import TradingEnv
 LEAN_BATCH = 1024  # windows per forward
 
 
+def decision_bars(env: TradingEnv) -> np.ndarray:
+    """The decision bars [N] of `env`'s range: its first bar up to, not including, its last."""
+    return np.arange(env.core.first_bar, env.core.end_bar)
+
+
 def flat_account_observations(env: TradingEnv) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """At every decision bar of `env`'s range (its first bar up to, not including, its last),
-    the observation from a flat account with the initial equity: returns (bars [N], observation
-    {"market": [N, W, F], "account": [N, A]}). Resets `env`."""
+    """At every decision bar of `env`'s range (`decision_bars`), the observation from a flat
+    account with the initial equity: returns (bars [N], observation {"market": [N, W, F],
+    "account": [N, A]}). Resets `env`."""
     first, _ = env.reset()
-    bars = np.arange(env.core.first_bar, env.core.end_bar)  # [N] decision bars
+    bars = decision_bars(env)  # [N]
     observation = {
         "market": env.core.market_windows(bars),  # [N, W, F]
         "account": np.repeat(first["account"][None], len(bars), axis=0),  # [N, A]
