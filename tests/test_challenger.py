@@ -583,6 +583,30 @@ def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
     assert "hold_evidence_level" not in unread and "prior" not in format_contest(unread)
 
 
+@pytest.mark.parametrize(
+    ("evidence", "kept"),
+    [
+        (Evidence(0.4, 0.5, 0.3), "hold"),  # no structure: the prior, however well it validated
+        (Evidence(0.05, 0.5, 0.3), "incumbent"),  # structure: a contender, 0.30 beats 0.10 + 0.10
+    ],
+)
+def test_an_infinite_policy_margin_keeps_holding_wherever_it_is_the_prior(
+    tmp_path, evidence, kept
+):
+    run = incumbent_and_hold(tmp_path, 0.10)  # the incumbent +0.30 a year, holding +0.10
+    keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": math.inf}
+    choice = keep_better_contender(run, rules(select_by="growth", **keys), evidence)
+    assert choice["kept"] == kept
+    assert_adopted(run, run.contender(kept))
+    prior = kept == "hold"
+    assert choice.get("hold_prior_final", False) == prior and "policy_score_to_beat" not in choice
+    recorded = json.loads(run.contest.read_text())  # strict JSON, told the same once read back
+    assert format_contest(recorded) == format_contest(choice)
+    clause = "no validation score of the incumbent could overrule holding: its margin is infinite"
+    assert (clause in format_contest(choice)) == prior
+    assert load_config(None, ["train.policy_margin=.inf"]).train.policy_margin == math.inf
+
+
 def policy_and_hold(root: Path, policy: tuple[float, float], hold: float) -> RunDir:
     """A run in `root` whose incumbent validated at log growth `policy[0]` in the market on
     `policy[1]` percent of the validation bars (volatility 0.20), and whose hold contender at

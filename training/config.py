@@ -343,7 +343,9 @@ class TrainConfig:
     # structure is where a test passes by chance most often; None: hold_margin throughout
     hold_weak_evidence: float | None = None
     hold_weak_margin: float | None = None  # standard errors; set with hold_weak_evidence
-    policy_margin: float = 0.0  # standard errors of holding's score, where holding is the prior
+    # Standard errors of holding's score, where holding is the prior; .inf: holding is kept
+    # there whatever the policy validated
+    policy_margin: float = 0.0
     # Which score of the policy must beat holding's by policy_margin where holding is the
     # prior: its "best" validation pass, or the "median" of its passes
     policy_against: PassScore = "best"

@@ -41,7 +41,8 @@ predicts reversal counts only below that level (`training.run.evidence.momentum_
    pass (with `hold_against` "median", the median of its passes) by `hold_margin`, or by
    `hold_weak_margin` where no test finds structure at `hold_weak_evidence`. Where no test
    finds structure, holding is the prior: the policy stays only when its best pass (with
-   `policy_against` "median", its median pass) beats holding by `policy_margin`; with
+   `policy_against` "median", its median pass) beats holding by `policy_margin` (an infinite
+   one keeps holding there whatever the policy validated: `hold_prior_final`); with
    `policy_exposure_matched`, where holding's score fell below zero, it must beat the higher
    of that score and its own exposure's share of it (what standing aside as often earns at
    random on a range that fell) by the same margin. A policy trained on bars that show nothing
@@ -361,8 +362,11 @@ def _hold_step(
     if established:  # the bars establish a lesson holding cannot take: no contender
         return kept
     if not structure:  # holding is the prior: the policy must show it is better
-        to_beat = standings.bar("hold", rules.policy_margin)
         choice["policy"] = kept
+        if math.isinf(rules.policy_margin):  # no validation overrules the prior
+            choice["hold_prior_final"] = True
+            return "hold"
+        to_beat = standings.bar("hold", rules.policy_margin)
         choice["policy_margin_standard_errors"] = rules.policy_margin
         choice["policy_against"] = rules.policy_against
         if rules.policy_exposure_matched:

@@ -68,6 +68,11 @@ def format_contest(choice: dict[str, Any]) -> str:
                 f"holding was no contender: the training bars' {spoken_list(found)}, below "
                 f"{level:g}"
             )
+        elif choice.get("hold_prior_final"):
+            rules.append(
+                f"no validation score of the {choice['policy']} could overrule holding: its "
+                "margin is infinite"
+            )
         elif "policy_score_to_beat" in choice:
             margin = choice["policy_margin_standard_errors"]
             to_beat = choice["policy_score_to_beat"]
