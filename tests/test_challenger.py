@@ -590,9 +590,7 @@ def test_holding_is_the_prior_where_the_training_bars_show_no_structure(
         (Evidence(0.05, 0.5, 0.3), "incumbent"),  # structure: a contender, 0.30 beats 0.10 + 0.10
     ],
 )
-def test_an_infinite_policy_margin_keeps_holding_wherever_it_is_the_prior(
-    tmp_path, evidence, kept
-):
+def test_an_infinite_policy_margin_keeps_holding_wherever_it_is_the_prior(tmp_path, evidence, kept):
     run = incumbent_and_hold(tmp_path, 0.10)  # the incumbent +0.30 a year, holding +0.10
     keys = {"hold_margin": 1.0, "hold_evidence": 0.1, "policy_margin": math.inf}
     choice = keep_better_contender(run, rules(select_by="growth", **keys), evidence)
