@@ -172,7 +172,6 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
     """
     if n_fresh == 0:
         return {}
-    from envs.synthetic import buy_and_hold_actions, run_actions
     from training.evaluation.backtest import evaluation_env
     from training.evaluation.fast_inference import FastPolicy
 
@@ -197,9 +196,8 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
                 series, estimated_run(kind, seed, series, tail, references), regime
             )
         if "sized_hold" in rules:
-            hold = buy_and_hold_actions(references, len(series.market))
             runs["sized_hold"] = _run_growths(
-                series, run_actions(series, references, hold, tail, sized=True), regime
+                series, sized_hold_run(series, tail, references), regime
             )
         runs.update(fresh_references(kind, k, references))
         for name, (realized, mean) in runs.items():
@@ -282,20 +280,42 @@ def estimated_fresh_shares(kind: str, seed: int, env_config: Any, n_fresh: int) 
     tails of the `n_fresh` fresh series alone, no agent: ``share_estimated_fresh`` and, on the
     `EXPECTED_KINDS`, ``share_estimated_expected_fresh``, pooled as `score_on_fresh_series`
     pools them (the same figures it records beside an agent's)."""
+
+    def run_on(series: Any, tail: range) -> Any:
+        return estimated_run(kind, seed, series, tail, env_config)
+
+    return rule_fresh_shares(kind, "estimated", run_on, env_config, n_fresh)
+
+
+def sized_hold_run(series: Any, tail: range, env_config: Any) -> Any:
+    """The `RunResult` over `tail` of `series` of buy-and-hold's action sized by `env_config`'s
+    volatility budget on every bar: what holding, a contest's third contender, trades."""
+    from envs.synthetic import buy_and_hold_actions, run_actions
+
+    hold = buy_and_hold_actions(env_config, len(series.market))
+    return run_actions(series, env_config, hold, tail, sized=True)
+
+
+def rule_fresh_shares(
+    kind: str, name: str, run_on: Any, env_config: Any, n_fresh: int
+) -> dict[str, float]:
+    """A rule's pooled shares of the fair ceiling's edge on the tails of the `n_fresh` fresh
+    series of `kind` (`run_on(series, tail)` its `RunResult` there): ``share_<name>_fresh`` and,
+    on the `EXPECTED_KINDS`, ``share_<name>_expected_fresh``, as `score_on_fresh_series` pools
+    an agent's."""
     regime = kind in EXPECTED_KINDS
-    estimated, hold, ceiling = [], [], []  # (realized, expected) log growth on each fresh tail
+    growths, hold, ceiling = [], [], []  # (realized, expected) log growth on each fresh tail
     for k in range(n_fresh):
         series, split = synthetic_series(kind, FRESH_SEED + k)
-        run = estimated_run(kind, seed, series, split.splits[0].test, env_config)
-        estimated.append(_run_growths(series, run, regime))
+        growths.append(_run_growths(series, run_on(series, split.splits[0].test), regime))
         references = fresh_references(kind, k, env_config)
         hold.append(references["buy_and_hold"])
         ceiling.append(references["ceiling"])
     measures = (("", 0), ("_expected", 1)) if regime else (("", 0),)
     figures = {}
     for measure, i in measures:
-        growths = ([g[i] for g in estimated], [g[i] for g in hold], [g[i] for g in ceiling])
-        figures[f"share_estimated{measure}_fresh"] = pooled_share(*growths)[1]
+        pooled = ([g[i] for g in growths], [g[i] for g in hold], [g[i] for g in ceiling])
+        figures[f"share_{name}{measure}_fresh"] = pooled_share(*pooled)[1]
     return figures
 
 

@@ -12,7 +12,13 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from envs.synthetic import generate
 from training.config import ConfigError, TrainConfig, challenger_config, load_config
-from training.run.challenger import contest_evidence, keep_better_contender, recorded_evidence
+from training.run.challenger import (
+    NOT_MEASURED,
+    contest_evidence,
+    hold_role,
+    keep_better_contender,
+    recorded_evidence,
+)
 from training.run.contest_report import format_contest
 from training.run.data import RunData
 from training.run.evidence import (
@@ -603,6 +609,31 @@ def test_an_infinite_policy_margin_keeps_holding_wherever_it_is_the_prior(tmp_pa
     clause = "no validation score of the incumbent could overrule holding: its margin is infinite"
     assert (clause in format_contest(choice)) == prior
     assert load_config(None, ["train.policy_margin=.inf"]).train.policy_margin == math.inf
+
+
+@pytest.mark.parametrize(
+    ("evidence", "keys", "role"),
+    [
+        (Evidence(0.4, 0.5, 0.3), {"hold_evidence": 0.1}, "prior"),  # no test below 0.1
+        (Evidence(0.4, 0.5, 0.05), {"hold_evidence": 0.1}, "contender"),  # persistence at 0.05
+        (Evidence(0.4, 0.05, 0.3), {"hold_evidence": 0.1, "hold_evidence_tail": 0.01}, "prior"),
+        (Evidence(0.4, 0.005, 0.3), {"hold_evidence": 0.1, "hold_evidence_tail": 0.01},
+         "contender"),
+        # Established below hold_unless_evidence: no contender, whatever hold_evidence says
+        (Evidence(1e-5, 0.5, 0.3), {"hold_evidence": 0.1, "hold_unless_evidence": 1e-4},
+         "stood_down"),
+        (Evidence(2e-4, 0.5, 0.3), {"hold_evidence": 0.1, "hold_unless_evidence": 1e-4},
+         "contender"),
+        (Evidence(0.4, 0.5, 0.3), {}, "contender"),  # no hold_evidence: never the prior
+        (NOT_MEASURED, {"hold_evidence": 0.1}, "prior"),  # nothing measured finds nothing
+    ],
+)  # fmt: skip
+def test_holdings_role_is_what_the_contest_makes_of_the_evidence(tmp_path, evidence, keys, role):
+    train = rules(select_by="growth", hold_margin=1.0, policy_margin=math.inf, **keys)
+    assert hold_role(train, evidence) == role
+    run = incumbent_and_hold(tmp_path, 0.42)  # holding validated above the incumbent's 0.30
+    kept = keep_better_contender(run, train, evidence)["kept"]
+    assert kept == {"prior": "hold", "stood_down": "incumbent", "contender": "hold"}[role]
 
 
 def policy_and_hold(root: Path, policy: tuple[float, float], hold: float) -> RunDir:

@@ -242,8 +242,9 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_heads_probes(
     scoring_module()  # puts benchmarks/ on the path
     statistician = importlib.import_module("statistician")
     cfg = load_config(DEFAULT_CONFIG_PATH, ["env.volatility_target=0.3"])
-    alone = statistician.statistician_figure("trend_regimes", 0, 1, cfg)
-    assert alone == result["share_estimated_fresh"]
+    figures = statistician.seed_figures("trend_regimes", 0, 1, cfg)
+    assert figures.statistician == result["share_estimated_fresh"]
+    assert figures.holding == result["share_sized_hold_fresh"]  # what the run's sized hold took
     # The probe: the default's leverage levels are 0.5 and 1x; one figure per regime.
     for k in (0, 1):
         assert 0.5 <= volatility[f"probe_leverage_state{k}"] <= 1.0

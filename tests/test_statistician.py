@@ -1,5 +1,6 @@
-"""`benchmarks/statistician.py`: the estimated ceiling alone against issue #10's worst-seed
-targets, over seeds; how a kind's figures are summarized, and bad seeds refused in one line."""
+"""`benchmarks/statistician.py`: the estimated ceiling alone and behind the contest's hold prior
+against issue #10's worst-seed targets, over seeds; how a kind's figures are summarized, and bad
+seeds, a used out file and a bad config refused in one line."""
 
 import math
 import subprocess
@@ -44,7 +45,7 @@ def test_seeds_are_read_as_seeds_or_inclusive_ranges() -> None:
 
 def test_the_random_walks_figure_is_its_own_tails_growth_against_buy_and_hold() -> None:
     statistician = statistician_module()
-    from learning_scoring import estimated_run, reference_env, synthetic_series
+    from learning_scoring import estimated_run, reference_env, sized_hold_run, synthetic_series
 
     from envs.synthetic import buy_and_hold_growth
     from training.config import DEFAULT_CONFIG_PATH, load_config
@@ -52,10 +53,24 @@ def test_the_random_walks_figure_is_its_own_tails_growth_against_buy_and_hold() 
     env = reference_env(load_config(DEFAULT_CONFIG_PATH))
     series, split = synthetic_series("random_walk", 0)
     tail = split.splits[0].test
-    expected = estimated_run("random_walk", 0, series, tail, env).log_growth
-    expected -= buy_and_hold_growth(series, env, tail)
+    bought = buy_and_hold_growth(series, env, tail)
     cfg = load_config(DEFAULT_CONFIG_PATH)
-    assert statistician.statistician_figure("random_walk", 0, 0, cfg) == expected
+    figures = statistician.seed_figures("random_walk", 0, 0, cfg)
+    assert (
+        figures.statistician
+        == estimated_run("random_walk", 0, series, tail, env).log_growth - bought
+    )
+    # Holding trades buy-and-hold's action under the volatility budget: sized hold's growth
+    assert figures.holding == sized_hold_run(series, tail, env).log_growth - bought
+    # Random walk 0's training bars show no structure at the default's levels: the prior
+    assert figures.hold_is_prior and figures.behind_prior == figures.holding
+
+
+def test_behind_the_hold_prior_holdings_figure_stands_where_holding_is_the_prior() -> None:
+    statistician = statistician_module()
+    prior = statistician.SeedFigures(statistician=0.1, holding=0.0, hold_is_prior=True)
+    contested = statistician.SeedFigures(statistician=0.1, holding=0.0, hold_is_prior=False)
+    assert (prior.behind_prior, contested.behind_prior) == (0.0, 0.1)
 
 
 def test_bad_seeds_and_a_used_out_file_are_refused_in_one_line(tmp_path: Path) -> None:
@@ -73,3 +88,12 @@ def test_bad_seeds_and_a_used_out_file_are_refused_in_one_line(tmp_path: Path) -
         [sys.executable, script, "--out", str(used)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2 and "exists" in done.stderr and used.read_text() == "{}"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env:\n  window: x\n")
+    done = subprocess.run(
+        [sys.executable, script, "--config", str(bad)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"benchmarks/statistician.py: {bad}: env.window: expected int, got 'x' (str)"
+    ]

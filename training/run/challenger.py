@@ -74,7 +74,7 @@ import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from envs import MarketData, TradingEnv
 from training.config import (
@@ -106,6 +106,8 @@ EVIDENCE_RECORD = {
     "momentum_reversal": ("momentum_reversal_p_value", "momentum_reversal"),
 }
 NOT_MEASURED = Evidence(None, None, None)  # the contest's evidence where the run read none
+# The part holding takes in the contest's second step (`hold_role`)
+HoldRole = Literal["stood_down", "contender", "prior"]
 
 
 def contender_configs(cfg: RunConfig, run: RunDir) -> dict[str, RunConfig]:
@@ -331,6 +333,23 @@ def _challenger_step(
     return kept
 
 
+def hold_role(rules: TrainConfig, measured: Evidence) -> HoldRole:
+    """The part holding takes in step 2 of the contest (module doc) by the training bars'
+    evidence `measured`, under `rules` (a run's `train` config): "stood_down" where a test finds
+    past returns predicting later ones below `hold_unless_evidence`, "prior" where no test finds
+    structure at `hold_evidence` (the extreme-move test at `hold_evidence_tail` where set),
+    "contender" elsewhere and wherever `hold_evidence` is None. Where it is the prior and
+    `policy_margin` is infinite, holding is kept whatever a policy validated."""
+    if rules.hold_unless_evidence is not None and measured.predicts_returns(
+        rules.hold_unless_evidence
+    ):
+        return "stood_down"
+    if rules.hold_evidence is None:
+        return "contender"
+    level = measured.level_per_test(rules.hold_evidence, rules.hold_evidence_per)
+    return "contender" if measured.shows_structure(level, rules.hold_evidence_tail) else "prior"
+
+
 def _hold_step(
     standings: _Standings,
     rules: TrainConfig,
@@ -343,25 +362,23 @@ def _hold_step(
     levels read, which of the three holding was and the score to beat."""
     choice["hold_margin_standard_errors"] = rules.hold_margin
     choice["hold_against"] = rules.hold_against
-    established = False
+    role = hold_role(rules, measured)
     if rules.hold_unless_evidence is not None:
         choice["hold_unless_evidence_level"] = rules.hold_unless_evidence
         choice.update(evidence_record(measured))
-        established = measured.predicts_returns(rules.hold_unless_evidence)
-        choice["hold_stood_down"] = established
-    structure = True
+        choice["hold_stood_down"] = role == "stood_down"
     if rules.hold_evidence is not None:
-        level = measured.level_per_test(rules.hold_evidence, rules.hold_evidence_per)
-        choice["hold_evidence_level"] = level
+        choice["hold_evidence_level"] = measured.level_per_test(
+            rules.hold_evidence, rules.hold_evidence_per
+        )
         if rules.hold_evidence_per == "family":
             choice["hold_evidence_family_level"] = rules.hold_evidence
         if rules.hold_evidence_tail is not None:
             choice["hold_evidence_tail_level"] = rules.hold_evidence_tail
         choice.update(evidence_record(measured))
-        structure = measured.shows_structure(level, rules.hold_evidence_tail)
-    if established:  # the bars establish a lesson holding cannot take: no contender
+    if role == "stood_down":  # the bars establish a lesson holding cannot take: no contender
         return kept
-    if not structure:  # holding is the prior: the policy must show it is better
+    if role == "prior":  # holding is the prior: the policy must show it is better
         choice["policy"] = kept
         if math.isinf(rules.policy_margin):  # no validation overrules the prior
             choice["hold_prior_final"] = True
