@@ -11,6 +11,7 @@ from test_features import market_from_closes
 from envs.core import TradingCore
 from envs.synthetic import generate
 from training.config import load_config
+from training.run import evidence
 from training.run.evidence import (
     TAIL_WINDOW,
     Evidence,
@@ -162,6 +163,51 @@ def test_the_variance_ratio_test_is_sized_on_independent_returns():
     ]
     assert 0.06 <= np.mean(np.array(p) < 0.1) <= 0.14
     assert 0.02 <= np.mean(np.array(p) < 0.05) <= 0.08
+
+
+def turbulent_noise(rng: np.random.Generator, n: int = 3000) -> np.ndarray:
+    """I.i.d. returns about a drift whose volatility moves in persistent regimes: spells of
+    about 150 bars at 1% or 5% a bar, as the learning benchmark's turbulence series have."""
+    spells = np.repeat(rng.integers(0, 2, n // 150 + 1), 150)[:n]  # [n] 0 calm, 1 turbulent
+    return 0.0003 + rng.normal(0, 1, n) * np.where(spells == 1, 0.05, 0.01)
+
+
+def test_the_wild_bootstrap_holds_its_level_where_volatility_moves_in_regimes(monkeypatch):
+    """On returns with no persistence but a volatility that moves in regimes, the normal's tail
+    is too thin and the test passes above its level; the sign-flip bootstrap keeps each return's
+    size, so the volatility's path, and holds it."""
+    monkeypatch.setattr(evidence, "PERSISTENCE_DRAWS", 999)
+    rng = np.random.default_rng(4)
+    ranges = [walk(turbulent_noise(rng)) for _ in range(300)]
+    wild = np.array([persistence_evidence(r, 64, "wild") for r in ranges])
+    normal = np.array([persistence_evidence(r, 64) for r in ranges])
+    assert 0.02 <= np.mean(wild < 0.05) <= 0.08
+    assert np.mean(normal < 0.02) > 0.03  # the normal's tail is too thin: above its level
+    tail = normal < 0.05
+    assert np.mean(wild[tail] > normal[tail]) >= 0.9  # and it overstates the ranges there
+    assert wild.min() >= 1 / 1000  # never below one draw's share
+
+
+def test_the_wild_bootstrap_is_a_function_of_the_bars_and_floors_at_one_draw(monkeypatch):
+    monkeypatch.setattr(evidence, "PERSISTENCE_DRAWS", 499)
+    rng = np.random.default_rng(5)
+    noise = walk(rng.normal(0, 0.01, 2000))
+    assert persistence_evidence(noise, 64, "wild") == persistence_evidence(noise, 64, "wild")
+    spells = np.repeat(rng.choice([-1.0, 1.0], 3000 // 100), 100) * 0.003  # 100-bar trends
+    trending = walk(rng.normal(0, 0.01, 3000) + spells)
+    assert persistence_evidence(trending, 64) < 1e-6  # the normal reads far below one draw
+    assert persistence_evidence(trending, 64, "wild") == 1 / 500  # no flipped copy reaches it
+    alternating = walk(np.where(np.arange(3000) % 2 == 0, 0.01, -0.01) + rng.normal(0, 0.01, 3000))
+    assert persistence_evidence(alternating, 16, "wild") > 0.99
+
+
+def test_the_contest_reads_the_persistence_null_its_config_names(monkeypatch):
+    monkeypatch.setattr(evidence, "PERSISTENCE_DRAWS", 199)
+    keys = ["env.momentum_horizons=[16,64]", "env.decision_interval=5", "train.hold_margin=1"]
+    ranges = walk(turbulent_noise(np.random.default_rng(6)))
+    for null in ("normal", "wild"):
+        cfg = load_config(None, [*keys, f"train.persistence_null={null}"])
+        assert training_evidence(cfg, ranges).persistence == persistence_evidence(ranges, 64, null)
 
 
 def test_the_variance_ratio_test_pools_ranges_and_skips_short_ones():

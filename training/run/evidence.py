@@ -24,7 +24,10 @@ policy can act on. Three tests read them, each for a lesson a head could learn:
   momentum horizon, the variance ratio of Lo and MacKinlay (1988): sums of returns over the
   horizon vary more than the horizon's single returns would. A trend regime's returns persist
   over its spells whether or not the momentum features, read one decision ahead, predict them
-  beyond the momentum test's noise.
+  beyond the momentum test's noise. Its z is read against the asymptotic normal, whose tail is
+  too thin (below 0.01 it passes on noise above its level, most where volatility moves in
+  regimes), or with `train.persistence_null` "wild" against a sign-flip bootstrap of the bars'
+  own returns, which holds its level.
 
 A trend's regimes recur through the whole training range; bars with no structure that pass a
 test by chance rarely show it in both halves. `halves_evidence` runs the two tests that find
@@ -33,8 +36,9 @@ returns predictable (momentum and persistence) on each half of the training rang
 
 `Evidence` carries the three, and the halves' where they were read;
 `Evidence.shows_structure` is what `train.hold_evidence` asks (`training.run.challenger`):
-holding is the prior where no test finds structure. Each test at a level finds structure on bars
-with none about as often as the level says, so the three together find some more often;
+holding is the prior where no test finds structure. At 0.1 each test finds structure on bars
+with none about as often as the level says (the persistence test's normal null passes too often
+only further out), so the three together find some more often;
 `train.hold_evidence_per: family` shares the level among them (`Evidence.level_per_test`). The
 volatility level needs no test of its own: holding is sized by the same volatility budget as the
 policy.
