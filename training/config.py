@@ -897,7 +897,8 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`,
     `hold_evidence_tail`, `hold_unless_evidence`, `evidence_reversal`, `persistence_null`,
     `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`, `policy_against`,
-    `policy_exposure_matched`), `train.restarts`, `train.run_dir`): both trainings read the same data through the same env and are compared on the same validation bars. Raises
+    `policy_exposure_matched`), `train.restarts`, `train.run_dir`): both trainings read the
+    same data through the same env and are compared on the same validation bars. Raises
     `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """
     raw = config_to_dict(cfg)
