@@ -89,25 +89,32 @@ def compute_features(
         raise ValueError(f"norm_window must be >= 2, got {norm_window}")
     if any(h < 1 for h in momentum_horizons):
         raise ValueError(f"momentum horizons must be >= 1, got {list(momentum_horizons)}")
-    log_moves = _log_moves(market)  # [T, 4]
+    moves = log_moves(market)  # [T, 4]
     if bars_per_year is None:
         bars_per_year = market.bars_per_year()
-    volatility = _rolling_rms(log_moves[:, 0], norm_window)  # [T]
-    long_volatility = _rolling_rms(log_moves[:, 0], LONG_WINDOW_FACTOR * norm_window)  # [T]
+    volatility = rolling_volatility(moves[:, 0], norm_window)  # [T]
+    long_volatility = rolling_volatility(moves[:, 0], LONG_WINDOW_FACTOR * norm_window)  # [T]
     names = feature_names(momentum_horizons)
     features = np.empty((len(market), len(names)), dtype=np.float32)
-    features[:, :4] = np.clip(log_moves / volatility[:, None], -CLIP, CLIP)
+    features[:, :4] = np.clip(moves / volatility[:, None], -CLIP, CLIP)
     features[:, 4] = np.clip(_rolling_zscore(np.log1p(market.volume), norm_window), -CLIP, CLIP)
     features[:, 5] = np.clip(np.log(volatility * np.sqrt(bars_per_year)), -CLIP, CLIP)
     features[:, 6] = np.clip(np.log(volatility / long_volatility), -CLIP, CLIP)
-    log_close = np.concatenate([[0.0], np.cumsum(log_moves[:, 0])])  # [T + 1]: log(c_t / o_0)
-    bar = np.arange(len(market))  # [T]
     for column, h in enumerate(momentum_horizons, start=len(FEATURE_NAMES)):
-        start = np.maximum(bar + 1 - h, 0)  # [T]: log_close index of c_{t-h} (0 is o_0)
-        trend = log_close[bar + 1] - log_close[start]  # [T]: log(c_t / c_{t-h})
-        noise = volatility * np.sqrt(bar + 1 - start)  # [T]
-        features[:, column] = np.clip(trend / noise, -CLIP, CLIP)
+        features[:, column] = scaled_momentum(moves[:, 0], volatility, h)
     return features
+
+
+def scaled_momentum(close_moves: np.ndarray, volatility: np.ndarray, horizon: int) -> np.ndarray:
+    """`momentum_<horizon>` of every bar of a series whose close-to-close log moves are
+    `close_moves` [..., T] (any leading dims: copies of one series, say) and whose vol_t is
+    `volatility` [T]: ``log(c_t / c_{t-h}) / (vol_t sqrt(n))`` clipped to +-`CLIP`, n = min(h,
+    t + 1) the moves there are (module doc), float64 [..., T]."""
+    log_close = np.cumsum(close_moves, axis=-1)  # [..., T]: log(c_t / o_0)
+    before = np.zeros_like(log_close)  # [..., T]: log(c_{t-h} / o_0), 0 where t < h (o_0)
+    before[..., horizon:] = log_close[..., :-horizon]
+    moves = np.minimum(np.arange(close_moves.shape[-1]) + 1, horizon)  # [T] n
+    return np.clip((log_close - before) / (volatility * np.sqrt(moves)), -CLIP, CLIP)
 
 
 def volatility_scale(
@@ -129,19 +136,22 @@ def volatility_scale(
         return np.ones(len(market))
     if bars_per_year is None:
         bars_per_year = market.bars_per_year()
-    volatility = _rolling_rms(_log_moves(market)[:, 0], norm_window)  # [T]
+    volatility = rolling_volatility(log_moves(market)[:, 0], norm_window)  # [T]
     return np.minimum(1.0, target / (volatility * np.sqrt(bars_per_year)))
 
 
-def _log_moves(market: MarketData) -> np.ndarray:
-    """[T, 4] log(close, open, high, low / previous close), with c_{-1} := o_0."""
+def log_moves(market: MarketData) -> np.ndarray:
+    """[T, 4] log(close, open, high, low / previous close), with c_{-1} := o_0: the bars'
+    close-to-close moves, their opening gaps and their ranges."""
     previous_close = np.concatenate([market.open[:1], market.close[:-1]])
     prices = np.column_stack([market.close, market.open, market.high, market.low])  # [T, 4]
     return np.log(prices) - np.log(previous_close)[:, None]
 
 
-def _rolling_rms(values: np.ndarray, window: int) -> np.ndarray:
-    """sqrt(mean(x^2)) over the last ``window`` values including each one, floored."""
+def rolling_volatility(values: np.ndarray, window: int) -> np.ndarray:
+    """vol_t of the moves `values` [T] (module doc): sqrt(mean(x^2)) over the last ``window``
+    values including each one, floored at `VOLATILITY_FLOOR`, [T]. A function of the moves'
+    sizes alone: the same for any copy with their signs flipped."""
     mean_square = pd.Series(values * values).rolling(window, min_periods=1).mean().to_numpy()
     return np.maximum(np.sqrt(np.maximum(mean_square, 0.0)), VOLATILITY_FLOOR)
 

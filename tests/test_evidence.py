@@ -11,7 +11,7 @@ from test_features import market_from_closes
 from envs.core import TradingCore
 from envs.synthetic import generate
 from training.config import load_config
-from training.run import evidence
+from training.run import wild_bootstrap
 from training.run.evidence import (
     TAIL_WINDOW,
     Evidence,
@@ -176,7 +176,7 @@ def test_the_wild_bootstrap_holds_its_level_where_volatility_moves_in_regimes(mo
     """On returns with no persistence but a volatility that moves in regimes, the normal's tail
     is too thin and the test passes above its level; the sign-flip bootstrap keeps each return's
     size, so the volatility's path, and holds it."""
-    monkeypatch.setattr(evidence, "PERSISTENCE_DRAWS", 999)
+    monkeypatch.setattr(wild_bootstrap, "WILD_DRAWS", 999)
     rng = np.random.default_rng(4)
     ranges = [walk(turbulent_noise(rng)) for _ in range(300)]
     wild = np.array([persistence_evidence(r, 64, "wild") for r in ranges])
@@ -189,7 +189,7 @@ def test_the_wild_bootstrap_holds_its_level_where_volatility_moves_in_regimes(mo
 
 
 def test_the_wild_bootstrap_is_a_function_of_the_bars_and_floors_at_one_draw(monkeypatch):
-    monkeypatch.setattr(evidence, "PERSISTENCE_DRAWS", 499)
+    monkeypatch.setattr(wild_bootstrap, "WILD_DRAWS", 499)
     rng = np.random.default_rng(5)
     noise = walk(rng.normal(0, 0.01, 2000))
     assert persistence_evidence(noise, 64, "wild") == persistence_evidence(noise, 64, "wild")
@@ -202,7 +202,7 @@ def test_the_wild_bootstrap_is_a_function_of_the_bars_and_floors_at_one_draw(mon
 
 
 def test_the_contest_reads_the_persistence_null_its_config_names(monkeypatch):
-    monkeypatch.setattr(evidence, "PERSISTENCE_DRAWS", 199)
+    monkeypatch.setattr(wild_bootstrap, "WILD_DRAWS", 199)
     keys = ["env.momentum_horizons=[16,64]", "env.decision_interval=5", "train.hold_margin=1"]
     ranges = walk(turbulent_noise(np.random.default_rng(6)))
     for null in ("normal", "wild"):

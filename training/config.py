@@ -68,9 +68,10 @@ EvidencePer = Literal["test", "family"]
 # The tests of the training bars that find past returns predicting later ones (run/evidence.py,
 # `PREDICTING_TESTS`): those train.challenger_prior may read
 PredictingTest = Literal["momentum", "persistence"]
-# What the persistence test's z is read against (run/evidence.py, `persistence_evidence`): the
-# asymptotic normal, or a wild bootstrap of the training bars' own returns
-PersistenceNull = Literal["normal", "wild"]
+# What a test of the training bars is read against (run/evidence.py): its asymptotic null (the
+# normal, the chi-square), or a wild bootstrap of the training bars' own moves
+# (run/wild_bootstrap.py)
+EvidenceNull = Literal["normal", "wild"]
 # Which collapse of the incumbent train.challenger_prior_exposure looks for (run/challenger.py,
 # `collapsed`): always "long" only, or "either" always long or always flat
 Collapse = Literal["long", "either"]
@@ -345,7 +346,11 @@ class TrainConfig:
     # "normal", Lo and MacKinlay's asymptotic one, or "wild", a sign-flip bootstrap of the
     # training bars' returns that keeps their volatility's path: the normal passes far above
     # its level where volatility moves in regimes (benchmarks/RESULTS.md, fifty-seventh round)
-    persistence_null: PersistenceNull = "normal"
+    persistence_null: EvidenceNull = "normal"
+    # What the momentum test (run/evidence.py) reads its Wald statistic against, in every
+    # reading above: "normal", the chi-square, or "wild", the same statistic on sign-flipped
+    # copies of the training bars, which keep their volatility's path and the features' scale
+    momentum_null: EvidenceNull = "normal"
     # Where the tests of the training bars find structure (at hold_evidence, where set) but
     # none at this p-value, holding's margin is hold_weak_margin instead of hold_margin: weak
     # structure is where a test passes by chance most often; None: hold_margin throughout
@@ -482,6 +487,11 @@ class TrainConfig:
                 (
                     "persistence_null",
                     self.persistence_null == "normal" or self.contested,
+                    "normal without a contest (set train.challenger or train.hold_margin)",
+                ),
+                (
+                    "momentum_null",
+                    self.momentum_null == "normal" or self.contested,
                     "normal without a contest (set train.challenger or train.hold_margin)",
                 ),
                 _p_level("hold_weak_evidence", self.hold_weak_evidence),
@@ -854,6 +864,7 @@ NO_CONTEST: dict[str, Any] = {
     "hold_unless_evidence": None,
     "evidence_reversal": None,
     "persistence_null": "normal",
+    "momentum_null": "normal",
     "hold_weak_evidence": None,
     "hold_weak_margin": None,
     "policy_exposure_matched": False,
@@ -875,6 +886,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.hold_unless_evidence",
     "train.evidence_reversal",
     "train.persistence_null",
+    "train.momentum_null",
     "train.hold_weak_evidence",
     "train.hold_weak_margin",
     "train.policy_margin",
@@ -896,7 +908,7 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
     (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`,
     `hold_evidence_tail`, `hold_unless_evidence`, `evidence_reversal`, `persistence_null`,
-    `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`, `policy_against`,
+    `momentum_null`, `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`, `policy_against`,
     `policy_exposure_matched`), `train.restarts`, `train.run_dir`): both trainings read the
     same data through the same env and are compared on the same validation bars. Raises
     `ConfigError`, one line naming `source`, on any mistake in the overrides.

@@ -61,19 +61,20 @@ from numpy.lib.stride_tricks import sliding_window_view
 from envs import MarketData
 from envs.core import TradingCore
 from envs.features import VOLATILITY_FLOOR
-from training.config import EvidencePer, PersistenceNull, PredictingTest, RunConfig
+from training.config import EvidenceNull, EvidencePer, PredictingTest, RunConfig
 from training.run.data import decisions_in
 from training.run.teacher import momentum_teacher, overlap_weights
+from training.run.wild_bootstrap import (
+    MOMENTUM_ENOUGH,
+    MomentumRange,
+    draws_per_batch,
+    momentum_wald_z,
+    wild_p_value,
+)
 
 TAIL_Z = 5.0  # robust standard deviations beyond which a move counts as extreme
 TAIL_WINDOW = 64  # returns before each bar that set its scale: the features' volatility window
 MAD_PER_SD = 0.6745  # median absolute deviation of a normal, in standard deviations
-# The persistence test's wild bootstrap (`persistence_evidence` with null "wild"): its draws,
-# so that its p-values reach 1 / 20,001, below the contest's smallest level (1e-4), and the seed
-# of their signs
-PERSISTENCE_DRAWS = 20_000
-PERSISTENCE_SEED = 0
-_DRAWS_PER_BATCH = 500  # draws whose sign-flipped copies are held at once: [500, n] each
 
 
 # The tests of the training bars (`Evidence` fields), and those that find past returns
@@ -159,9 +160,35 @@ def _momentum_reading(
     fit = momentum_teacher(core, len(ranges), cfg.env, lag_weights=overlap_weights)
     if fit is None:
         return None, None
-    if reversal_level is not None and fit.reverses and fit.p_value >= reversal_level:
-        return 1.0, fit.p_value
-    return fit.p_value, None
+    p_value = fit.p_value
+    if cfg.train.momentum_null == "wild":
+        p_value = _momentum_wild_p_value(cfg, ranges, core.bars_per_year)
+    if reversal_level is not None and fit.reverses and p_value >= reversal_level:
+        return 1.0, p_value
+    return p_value, None
+
+
+def _momentum_wild_p_value(
+    cfg: RunConfig, ranges: Sequence[tuple[MarketData, range]], bars_per_year: float
+) -> float:
+    """The momentum test's p-value against the wild bootstrap (`momentum_evidence`): its
+    statistic on the training `ranges` against the same on sign-flipped copies of their bars
+    (`training.run.wild_bootstrap.momentum_wald_z`)."""
+    parts = [
+        part
+        for market, bars in ranges
+        if (part := MomentumRange.of(market, bars, cfg.env, bars_per_year)) is not None
+    ]
+    horizons, horizon = cfg.env.momentum_horizons, cfg.env.decision_interval
+    weights = overlap_weights(horizon)
+
+    def statistic(signs: list[np.ndarray]) -> np.ndarray:  # [B]
+        return momentum_wald_z(parts, signs, horizons, horizon, weights)
+
+    observed = statistic([np.ones((1, part.n), dtype=np.int8) for part in parts])[0]
+    sizes = [part.n for part in parts]
+    batch = draws_per_batch(sum(sizes))
+    return wild_p_value(float(observed), statistic, sizes, batch, MOMENTUM_ENOUGH)
 
 
 def tail_evidence(ranges: Sequence[tuple[MarketData, range]], long_only: bool) -> float | None:
@@ -191,7 +218,7 @@ def tail_evidence(ranges: Sequence[tuple[MarketData, range]], long_only: bool) -
 
 
 def persistence_evidence(
-    ranges: Sequence[tuple[MarketData, range]], horizon: int, null: PersistenceNull = "normal"
+    ranges: Sequence[tuple[MarketData, range]], horizon: int, null: EvidenceNull = "normal"
 ) -> float | None:
     """The p-value of the variance-ratio test that the training `ranges`' close-to-close log
     returns persist over `horizon` bars: that their sums over `horizon` bars vary more than
@@ -204,10 +231,10 @@ def persistence_evidence(
     normal: on bars whose volatility moves in persistent regimes (the benchmark's turbulence
     series) its tail is too thin, and the test passes there far above its level (measured in
     benchmarks/RESULTS.md, fifty-seventh round). "wild" is Kim's (2006) wild bootstrap: the same
-    z on `PERSISTENCE_DRAWS` copies of the returns with each return's sign flipped at random
-    (`PERSISTENCE_SEED`, so that the same bars always read the same p-value), which keeps every
-    return's size, and so the volatility's path, and takes any persistence away: exact for
-    returns symmetric about their mean given their sizes, and never below ``1 / (draws + 1)``.
+    z on copies of the returns with each return's sign flipped at random
+    (`training.run.wild_bootstrap.wild_p_value`), which keeps every return's size, and so the
+    volatility's path, and takes any persistence away: exact for returns symmetric about their
+    mean given their sizes, and never below ``1 / (draws + 1)``.
 
     None where no range has more than 2 `horizon` returns that move, or `horizon` is below 2
     (nothing to sum)."""
@@ -223,16 +250,14 @@ def persistence_evidence(
     z /= math.sqrt(weights)
     if null == "normal":
         return 0.5 * math.erfc(z / math.sqrt(2.0))  # P(Z >= z)
-    rng = np.random.default_rng(PERSISTENCE_SEED)
-    beaten = 0
-    for first in range(0, PERSISTENCE_DRAWS, _DRAWS_PER_BATCH):
-        draws = min(_DRAWS_PER_BATCH, PERSISTENCE_DRAWS - first)
-        pooled = np.zeros(draws)  # [B]
-        for part in parts:
-            signs = rng.integers(0, 2, size=(draws, part.n), dtype=np.int8) * 2 - 1  # [B, n]
-            pooled += math.sqrt(part.n) * part.z(signs * part.returns)
-        beaten += int(np.sum(pooled / math.sqrt(weights) >= z))
-    return (1 + beaten) / (PERSISTENCE_DRAWS + 1)
+
+    def pooled(signs: list[np.ndarray]) -> np.ndarray:  # [B] the copies' pooled z
+        total = np.zeros(len(signs[0]))  # [B]
+        for part, flips in zip(parts, signs, strict=True):
+            total += math.sqrt(part.n) * part.z(flips * part.returns)
+        return total / math.sqrt(weights)
+
+    return wild_p_value(z, pooled, [part.n for part in parts])
 
 
 @dataclass(frozen=True)
