@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
