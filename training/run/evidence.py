@@ -11,7 +11,10 @@ policy can act on. Three tests read them, each for a lesson a head could learn:
   Its passes on noise lean to reversal (the momentum coefficients summing below zero): a
   regression on a persistent sum of the returns it predicts is biased that way in a finite
   sample (Stambaugh 1999). A contest may therefore read a reversal only below a stricter
-  level of its own (`reversal_level`, `train.evidence_reversal`).
+  level of its own (`reversal_level`, `train.evidence_reversal`). Its Wald statistic is read
+  against the chi-square, or with `train.momentum_null` "wild" against the same statistic on
+  sign-flipped copies of the bars (`training.run.wild_bootstrap`), which keep the volatility's
+  path, the features' scale and the budget's sizing, and so the finite-sample bias too.
 - **tail** (`tail_evidence`): whether extreme moves against the position a stop guards are more
   common than extreme moves of the other sign, a sign test of the moves beyond `TAIL_Z` robust
   standard deviations of the `TAIL_WINDOW` returns before them. Under any distribution
