@@ -25,15 +25,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from learning_report import seed_list
 from learning_scoring import synthetic_series
-from statistician import parse_seeds
+from statistician import by_kind_and_seed, seeds_and_config
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -82,39 +80,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, help="the env read (configs/default.yaml)")
     args = parser.parse_args(argv)
     try:
-        seeds = parse_seeds(args.seeds)
+        seeds, cfg = seeds_and_config(args.seeds, args.out, args.config)
     except ValueError as error:
         print(f"benchmarks/evidence_size.py: {error}", file=sys.stderr)
         return 2
-    if args.out is not None and args.out.exists():  # never overwrite an earlier run's figures
-        print(
-            f"benchmarks/evidence_size.py: {args.out} exists; pass another --out", file=sys.stderr
-        )
-        return 2
-    from training.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
-
-    try:
-        cfg = load_config(args.config or DEFAULT_CONFIG_PATH)
-    except (ConfigError, OSError) as error:
-        print(f"benchmarks/evidence_size.py: {error}", file=sys.stderr)
-        return 2
-    jobs = [(kind, seed) for kind in args.kinds for seed in seeds]
-    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        read = list(
-            pool.map(
-                seed_evidence,
-                [kind for kind, _ in jobs],
-                [seed for _, seed in jobs],
-                [cfg] * len(jobs),
-                [tuple(args.tests)] * len(jobs),
-                chunksize=4,
-            )
-        )
+    read = by_kind_and_seed(seed_evidence, args.kinds, seeds, args.jobs, cfg, tuple(args.tests))
     print(f"tests of the training bars on seeds {seed_list([{'seed': s} for s in seeds])}")
     print("kind, test, null: share of seeds below " + ", ".join(f"{lv:g}" for lv in LEVELS))
     report: dict[str, Any] = {"command": " ".join(sys.argv), "seeds": seeds, "kinds": {}}
     for kind in args.kinds:
-        rows = [r for (k, _), r in zip(jobs, read, strict=True) if k == kind]
+        rows = [read[kind][seed] for seed in seeds]
         report["kinds"][kind] = {key: [r[key] for r in rows] for key in sorted(rows[0])}
         for key, values in report["kinds"][kind].items():
             test, null = key.rsplit("_", 1)

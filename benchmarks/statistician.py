@@ -37,7 +37,7 @@ import argparse
 import math
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -168,6 +168,44 @@ def parse_seeds(words: Sequence[str]) -> list[int]:
     return seeds
 
 
+def by_kind_and_seed(
+    function: Callable[..., Any],
+    kinds: Sequence[str],
+    seeds: Sequence[int],
+    jobs: int,
+    *constants: Any,
+) -> dict[str, dict[int, Any]]:
+    """``function(kind, seed, *constants)`` of every kind and seed, `jobs` at once (spawned
+    processes): {kind: {seed: value}}."""
+    pairs = [(kind, seed) for kind in kinds for seed in seeds]
+    columns = [[constant] * len(pairs) for constant in constants]
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        kind_column, seed_column = [k for k, _ in pairs], [s for _, s in pairs]
+        values = pool.map(function, kind_column, seed_column, *columns, chunksize=4)
+        read: dict[str, dict[int, Any]] = {kind: {} for kind in kinds}
+        for (kind, seed), value in zip(pairs, values, strict=True):
+            read[kind][seed] = value
+    return read
+
+
+def seeds_and_config(
+    words: Sequence[str], out: Path | None, config: Path | None
+) -> tuple[list[int], Any]:
+    """The seeds of `words` (`parse_seeds`) and the `RunConfig` at `config` (the default's where
+    None), every seed's env and contest; raises ValueError, one line, on a bad seed, a bad or
+    missing config, or an `out` file that exists (an earlier run's figures are never
+    overwritten)."""
+    seeds = parse_seeds(words)
+    if out is not None and out.exists():
+        raise ValueError(f"{out} exists; pass another --out")
+    from training.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+
+    try:
+        return seeds, load_config(config or DEFAULT_CONFIG_PATH)
+    except (ConfigError, OSError) as error:
+        raise ValueError(str(error)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(DEFAULT_KINDS))
@@ -181,33 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        seeds = parse_seeds(args.seeds)
+        seeds, cfg = seeds_and_config(args.seeds, args.out, args.config)
     except ValueError as error:
         print(f"benchmarks/statistician.py: {error}", file=sys.stderr)
         return 2
-    if args.out is not None and args.out.exists():  # never overwrite an earlier run's figures
-        print(f"benchmarks/statistician.py: {args.out} exists; pass another --out", file=sys.stderr)
-        return 2
-    from training.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
-
-    try:
-        cfg = load_config(args.config or DEFAULT_CONFIG_PATH)  # every seed trades under its env
-    except (ConfigError, OSError) as error:
-        print(f"benchmarks/statistician.py: {error}", file=sys.stderr)
-        return 2
-    jobs = [(kind, seed) for kind in args.kinds for seed in seeds]
-    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        values = pool.map(
-            seed_figures,
-            [kind for kind, _ in jobs],
-            [seed for _, seed in jobs],
-            [args.fresh_series] * len(jobs),
-            [cfg] * len(jobs),
-            chunksize=8,
-        )
-        figures: dict[str, dict[int, SeedFigures]] = {kind: {} for kind in args.kinds}
-        for (kind, seed), value in zip(jobs, values, strict=True):
-            figures[kind][seed] = value
+    figures = by_kind_and_seed(seed_figures, args.kinds, seeds, args.jobs, args.fresh_series, cfg)
     listed = seed_list([{"seed": seed} for seed in seeds])
     print(f"estimated ceiling on seeds {listed}, {args.fresh_series} fresh series each")
     print(
