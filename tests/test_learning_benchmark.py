@@ -799,9 +799,10 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: 
 
     # A walk-forward without a contest would train: refused in one line, nothing written.
     no_hold = (  # holding's evidence rules need a hold contender, the reversal level and the
-        # persistence test's bootstrap a contest
+        # tests' bootstraps a contest
         "train.evidence_reversal=null",
         "train.persistence_null=normal",
+        "train.momentum_null=normal",
         "train.hold_evidence=null",
         "train.hold_evidence_tail=null",
         "train.policy_exposure_matched=false",
