@@ -39,8 +39,12 @@ def test_a_seed_is_read_under_both_nulls_as_a_run_reads_it(monkeypatch) -> None:
     read = module.seed_evidence("trend_regimes", 5, cfg, ("momentum", "persistence"))
     series, split = module.synthetic_series("trend_regimes", 5)
     data = RunData((series.market,), split)
-    run_cfg = with_bars_per_year(load_config(DEFAULT_CONFIG_PATH, [
-        "train.evidence_reversal=null", "train.persistence_null=normal", "train.momentum_null=normal"]), data)  # fmt: skip
+    raw = [
+        "train.evidence_reversal=null",
+        "train.persistence_null=normal",
+        "train.momentum_null=normal",
+    ]
+    run_cfg = with_bars_per_year(load_config(DEFAULT_CONFIG_PATH, raw), data)
     measured = contest_evidence(run_cfg, data.ranges("train", 1, run_cfg.env.window))
     assert measured is not None
     assert read["momentum_normal"] == measured.momentum
