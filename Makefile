@@ -17,7 +17,7 @@ train: venv  ## train on the bundled data with configs/default.yaml, then backte
 	$(PY) -m training.train
 
 test: lint  ## lint + the whole test suite (what CI runs)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2  # one torch thread per worker: 2 workers on 2 cores
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --durations=10  # one torch thread per worker: 2 workers on 2 cores; the ten slowest tests named, to watch the suite's time
 
 lint: venv  ## ruff lint + format check, and mypy over agent/, envs/, training/ (pyproject.toml)
 	$(PY) -m ruff check .
