@@ -196,16 +196,22 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         "gap_chosen": finite(chosen.get("generalization_gap")),
         "gap_last": finite(history[-1].get("generalization_gap")),
         "chosen_timesteps": chosen["timesteps"],
-        # With train.restarts > 1: which restart's model the run kept (1 is train.seed's).
-        "restart_kept": json.loads(run.restart_choice.read_text())["kept"]
-        if run.restart_choice.is_file()
-        else 1,
+        "restart_kept": restart_kept(run),
         **contest_fields(read_contest(run)),
         "growth_training_bars": training_bars_growth(series.market, splits.train),
         **estimated,
         **scores,
         **by_state,
     }
+
+
+def restart_kept(run: Any) -> int:
+    """With `train.restarts` > 1, which restart's model `run` (a `RunDir`) kept, or in a contest
+    its incumbent did (1 is `train.seed`'s); 1 without restarts."""
+    for choice in (run.restart_choice, run.contender("incumbent").restart_choice):
+        if choice.is_file():
+            return int(json.loads(choice.read_text())["kept"])
+    return 1
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,9 @@ def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
     of `contest_configs` (or "" for the run itself, where `cfg` holds no contest) and the
     folder of the first of `runs` (earlier runs of the same kind and seed) that trained one as
     `cfg` trains it (`_trains_as`): a trained contender of theirs (or the run itself where it
-    held no contest) for a trained one, a hold contender for the hold contender (built from the
+    held no contest), or a restart of one, for a trained one (so restart 1 of a restarted
+    incumbent is the incumbent of the same config with one training), a hold contender for the
+    hold contender (built from the
     same config as the incumbent, never trained: its train keys aside, `_builds_as`). Raises
     `ReselectError` naming the first contender none of `runs` has."""
     from training.config import SELECTION_KEYS, load_config
@@ -185,7 +187,8 @@ def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
     for root in map(RunDir, map(Path, runs)):
         trained = [root.contender(name) for name in TRAINED if root.contender(name).root.is_dir()]
         held = root.contender("hold")
-        candidates[False] += trained or ([] if held.root.is_dir() else [root])
+        trained = trained or ([] if held.root.is_dir() else [root])
+        candidates[False] += [*trained, *(r for folder in trained for r in _restarts(folder))]
         candidates[True] += [held] if held.root.is_dir() else []
     trains_as = {
         folder.root: _trains_as(load_config(folder.config))
@@ -301,15 +304,36 @@ def _take_contenders(cfg: Any, source: Any, run: Any, plan: dict[str, str]) -> N
         _keep_pass(RunDir(Path(plan[name])), run.contender(name), part_cfg, select_by)
 
 
+def _restarts(folder: Any) -> list[Any]:
+    """The restart folders of the run folder `folder` (a `RunDir`), by number; none without
+    restarts."""
+    from training.run.folder import RunDir
+
+    found = (path for path in folder.root.glob("restart_*") if path.name[8:].isdigit())
+    return [RunDir(path) for path in sorted(found, key=lambda path: int(path.name[8:]))]
+
+
 def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:
     """`source`'s run folder as `target`, run under `config` (written there), had it kept its
     passes by `select_by`: the history rescored, the final model, and as the best model that of
     the best pass: the run's own best model where `select_by` keeps the pass the run kept, else
-    the pass's checkpoint (a hold contender's, validated at 0 timesteps, is its final model)."""
+    the pass's checkpoint (a hold contender's, validated at 0 timesteps, is its final model).
+    A restarted `source` (a restarts run of its own) keeps the restart it kept, whose passes
+    are then rescored: its restarts were chosen between by the run's own `train.select_by`, and
+    another is refused (`ReselectError`)."""
     from training.config import save_config
     from training.evaluation.selection import best_pass, validation_score
     from training.run.atomic import write_json_atomic
 
+    if source.restart_choice.is_file():
+        choice = json.loads(source.restart_choice.read_text())
+        chosen_by = choice.get("select_by", "sharpe")
+        if chosen_by != select_by:
+            raise ReselectError(
+                f"--reselect: {source.root}: its restarts were chosen between by "
+                f"train.select_by {chosen_by}, not {select_by}; train it again"
+            )
+        source = source.restart(choice["kept"])
     target.root.mkdir(parents=True, exist_ok=True)
     save_config(config, target.config)
     shutil.copy(source.final_model, target.final_model)

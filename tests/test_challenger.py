@@ -29,6 +29,7 @@ from training.run.evidence import (
     tail_evidence,
 )
 from training.run.folder import RunDir, load_model
+from training.run.model_file import read_model_file
 from training.train import main
 
 SMOKE = ["--config", "configs/smoke.yaml"]
@@ -92,6 +93,54 @@ def test_a_finished_contest_resumes_without_training_again(contested, capsys):
     out = capsys.readouterr().out
     assert "incumbent: trained already" in out and "challenger: trained already" in out
     assert (contested / "challenger.json").read_text() == before
+
+
+@pytest.fixture(scope="module")
+def restarted_incumbent(tmp_path_factory) -> Path:
+    """A contest whose incumbent trains from two seeds, against a challenger and holding."""
+    run = tmp_path_factory.mktemp("restarted") / "run"
+    assert train(run, *CHALLENGE, "--set", "train.restarts=2", "--set", "train.hold_margin=0") == 0
+    return run
+
+
+def test_a_contests_restarts_are_the_incumbents_and_the_best_of_them_competes(
+    restarted_incumbent, contested
+):
+    incumbent = restarted_incumbent / "incumbent"
+    assert load_config(incumbent / "config.yaml").train.restarts == 2
+    for number, seed in ((1, 0), (2, 1000)):
+        restart = load_config(incumbent / f"restart_{number}" / "config.yaml").train
+        assert (restart.seed, restart.restarts) == (seed, 1)
+    # Restart 1 is the incumbent one training makes: the same weights, to the bit
+    one, first = (
+        read_model_file(folder / "final_model.safetensors")
+        for folder in (contested / "incumbent", incumbent / "restart_1")
+    )
+    assert one.num_timesteps == first.num_timesteps
+    assert {k: v.numpy().tobytes() for k, v in one.policy.items()} == {
+        k: v.numpy().tobytes() for k, v in first.policy.items()
+    }
+    assert load_config(restarted_incumbent / "challenger" / "config.yaml").train.restarts == 1
+    assert not (restarted_incumbent / "challenger" / "restart_1").exists()
+    assert load_config(restarted_incumbent / "hold" / "config.yaml").train.restarts == 1
+    choice = json.loads((incumbent / "restarts.json").read_text())
+    kept = choice["kept"]
+    assert (incumbent / "validation.json").read_text() == (
+        incumbent / f"restart_{kept}" / "validation.json"
+    ).read_text()  # the incumbent the contest ranks is the restart it kept
+    scores = [row["best_validation_score"] for row in choice["restarts"]]
+    assert scores[kept - 1] == max(scores)
+    contest = json.loads((restarted_incumbent / "challenger.json").read_text())
+    row = next(r for r in contest["contenders"] if r["contender"] == "incumbent")
+    assert row["best_validation_score"] == scores[kept - 1]
+
+
+def test_a_finished_restarted_contest_resumes_without_training_again(restarted_incumbent, capsys):
+    before = (restarted_incumbent / "challenger.json").read_text()
+    assert main(["--resume", str(restarted_incumbent)]) == 0
+    out = capsys.readouterr().out
+    assert "incumbent: trained already" in out and "challenger: trained already" in out
+    assert (restarted_incumbent / "challenger.json").read_text() == before
 
 
 def rules(**keys: Any) -> TrainConfig:
@@ -906,7 +955,6 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
         (['train.challenger=["ppo.learning_rat=1"]'], "did you mean 'ppo.learning_rate'"),
         (['train.challenger=["ppo.learning_rate=abc"]'], "ppo.learning_rate: expected float"),
         (['train.challenger=["ppo.gamma"]'], "expected KEY=VALUE"),
-        (['train.challenger=["ppo.gamma=0.9"]', "train.restarts=2"], "no challenger with"),
         (["train.challenger_margin=-1"], "train.challenger_margin: expected a number >= 0"),
         (['train.challenger=["train.hold_margin=1"]'], "other than train.challenger"),
         (["train.hold_margin=-1"], "train.hold_margin: expected a number >= 0, or null"),
@@ -949,7 +997,6 @@ def test_a_run_reads_holdings_evidence_on_its_own_training_bars(tmp_path):
             "each at most once",
         ),
         (["train.challenger_prior_tests=[tail]"], "train.challenger_prior_tests"),
-        (["train.hold_margin=1", "train.restarts=2"], "no hold contender with"),
         (
             ["train.hold_margin=1", "train.hold_evidence=0"],
             "train.hold_evidence: expected a p-value",

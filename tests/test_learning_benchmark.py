@@ -817,3 +817,38 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: 
         done.stderr
     )
     assert not (tmp_path / "plain").exists()
+
+
+def test_reselect_reads_a_restarted_incumbents_first_seed_as_one_training(tmp_path: Path) -> None:
+    """A contest whose incumbent trained from two seeds: under one training, the incumbent is its
+    restart 1 (the incumbent one training makes); under two, the restart the run kept."""
+    from training.config import load_config
+    from training.run.folder import RunDir
+    from training.train import main
+
+    run = tmp_path / "run"
+    restarted = ["train.restarts=2", "train.hold_margin=0",
+                 'train.challenger=["ppo.learning_rate=3e-3"]']  # fmt: skip
+    args = ["--config", "configs/smoke.yaml", "--run-dir", str(run)]
+    assert main([*args, *(a for key in restarted for a in ("--set", key))]) == 0
+    learning_module()  # puts benchmarks/ on the path
+    import learning_reselect
+
+    incumbent = run / "incumbent"
+    kept = json.loads((incumbent / "restarts.json").read_text())["kept"]
+    for restarts, taken in ((1, incumbent / "restart_1"), (2, incumbent / f"restart_{kept}")):
+        cfg = load_config(run / "config.yaml", [f"train.restarts={restarts}"])
+        plan = learning_reselect._reselect_plan(cfg, "smoke", [str(run)])
+        assert plan["incumbent"] == str(taken if restarts == 1 else incumbent)
+        assert plan["challenger"] == str(run / "challenger")
+        copy = RunDir(tmp_path / f"restarts_{restarts}")
+        learning_reselect._take_contenders(cfg, RunDir(run), copy, plan)
+        best = copy.contender("incumbent").best_model
+        assert _weights(best) == _weights(taken / "best_model.safetensors")
+    # The restarts were chosen between by the run's own score: another is refused in one line
+    cfg = load_config(run / "config.yaml", ["train.select_by=growth"])
+    plan = learning_reselect._reselect_plan(cfg, "smoke", [str(run)])
+    with pytest.raises(
+        learning_reselect.ReselectError, match=r"chosen between by train\.select_by"
+    ):
+        learning_reselect._take_contenders(cfg, RunDir(run), RunDir(tmp_path / "growth"), plan)

@@ -278,7 +278,9 @@ class TrainConfig:
 
     total_timesteps: int = 200_000  # env steps summed over all accounts
     seed: int = 0  # seeds python, numpy, torch and the envs
-    restarts: int = 1  # trainings from seeds seed, seed + 1000, ...; the best on validation is kept
+    # Trainings from seeds seed, seed + 1000, ...; the one whose best validation pass scores
+    # highest is kept. In a contest they are the incumbent's (the challenger trains once)
+    restarts: int = 1
     checkpoint_every: int = 20_000  # timesteps between checkpoints; 0 disables
     eval_every: int = 20_000  # timesteps between passes over the validation range; 0 disables
     eval_start: int = 0  # timesteps before the first pass (a warm-up: nothing earlier is kept)
@@ -530,16 +532,6 @@ class TrainConfig:
                     "false unless train.select_by is growth and train.policy_against is best "
                     "(log growth adds over the bars a policy is in the market; a Sharpe ratio "
                     "or a median of passes does not)",
-                ),
-                (
-                    "hold_margin",
-                    self.hold_margin is None or self.restarts == 1,
-                    "no hold contender with train.restarts > 1 (set one or the other)",
-                ),
-                (
-                    "challenger",
-                    not self.challenger or self.restarts == 1,
-                    "no challenger with train.restarts > 1 (set one or the other)",
                 ),
                 ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
                 (
@@ -902,7 +894,8 @@ SELECTION_KEYS = ("train.select_by", *_CONTEST_CHOICE_KEYS)
 
 def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunConfig:
     """The config of `cfg`'s challenger (`training.run.challenger`): `cfg` with the overrides
-    in `train.challenger` applied in order, and no contest of its own (no challenger, no hold).
+    in `train.challenger` applied in order, no contest of its own (no challenger, no hold) and
+    one training (`train.restarts` are the incumbent's).
 
     Only keys of `CHALLENGER_SECTIONS` may differ, other than those that lay the run out
     (`_CONTEST_KEYS`: `train.challenger`, its margin, evidence and prior, holding's keys
@@ -914,7 +907,7 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """
     raw = config_to_dict(cfg)
-    raw["train"].update(_plain(NO_CONTEST))
+    raw["train"].update(_plain(NO_CONTEST), restarts=1)  # the incumbent's restarts, not its own
     for item in cfg.train.challenger:
         key = item.partition("=")[0].strip()
         if key.split(".", 1)[0] not in CHALLENGER_SECTIONS or key in _CONTEST_KEYS:

@@ -231,7 +231,8 @@ def learn(
     if cfg.train.contested:
         for name, contender_cfg in contender_configs(cfg, run).items():
             contender = run.contender(name)
-            state = restart_state(contender, contender_cfg.train.total_timesteps, resume)
+            train = contender_cfg.train
+            state = restart_state(contender, train.total_timesteps, resume, train.restarts)
             print(f"\n{name}: {_RESTART_STATES[state]} {contender.root}")
             _learn_part(contender_cfg, contender, state, run, train_ranges, validation_envs)
         if cfg.train.hold_margin is not None:
@@ -309,14 +310,22 @@ _RESTART_STATES = {
 
 
 def checkpoints(run: RunDir, cfg: RunConfig) -> list[Path]:
-    """The newest checkpoint of the run, or of each of its restarts or contenders that has one."""
+    """The newest checkpoint of the run, or of each of its restarts or contenders (and each
+    restart of a restarted incumbent) that has one."""
+    return [found for part in _trained_parts(run, cfg) if (found := part.latest_checkpoint())]
+
+
+def _trained_parts(run: RunDir, cfg: RunConfig) -> list[RunDir]:
+    """The folders PPO trains in for `run` under `cfg`: the run itself, its restarts, or its
+    contenders' own (`_trained_parts` of each)."""
     if cfg.train.contested:
-        runs = [run.contender(name) for name in TRAINED]
-    elif cfg.train.restarts > 1:
-        runs = [run.restart(n) for n in range(1, cfg.train.restarts + 1)]
-    else:
-        runs = [run]
-    return [found for r in runs if (found := r.latest_checkpoint()) is not None]
+        configs = contender_configs(cfg, run)
+        return [
+            part for name, c in configs.items() for part in _trained_parts(run.contender(name), c)
+        ]
+    if cfg.train.restarts > 1:
+        return [run.restart(n) for n in range(1, cfg.train.restarts + 1)]
+    return [run]
 
 
 def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path]:

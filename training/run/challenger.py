@@ -64,7 +64,9 @@ Each trained contender runs as an ordinary run folder, `<run>/incumbent/` and
 `keep_better_contender` copies the kept one's best model and validation history to the run's own
 (so the run reads like a single one: backtests, `--resume`, the benchmarks), and writes what was
 compared to `challenger.json`, which `training.run.contest_report` tells in the training log and
-in TensorBoard.
+in TensorBoard. With `train.restarts` > 1 the incumbent is a restarts run of its own
+(`training.run.restarts`): trained from that many seeds in `<run>/incumbent/restart_<n>/`, the
+one whose best pass scores highest is the incumbent; the challenger trains once.
 """
 
 from __future__ import annotations
@@ -112,9 +114,10 @@ HoldRole = Literal["stood_down", "contender", "prior"]
 
 def contender_configs(cfg: RunConfig, run: RunDir) -> dict[str, RunConfig]:
     """The configs of `run`'s trained contenders by name, each in its own folder: the incumbent
-    (`cfg` without its contest) and, with `train.challenger`, the challenger
-    (`challenger_config`)."""
-    configs = {"incumbent": _in_folder(cfg, run.contender("incumbent"))}
+    (`cfg` without its contest, with its `train.restarts`) and, with `train.challenger`, the
+    challenger (`challenger_config`, one training)."""
+    incumbent = _in_folder(cfg, run.contender("incumbent"), cfg.train.restarts)
+    configs = {"incumbent": incumbent}
     if cfg.train.challenger:
         configs["challenger"] = _in_folder(challenger_config(cfg), run.contender("challenger"))
     return configs
@@ -189,9 +192,12 @@ def flat_bound(level: float, collapse: Collapse) -> float | None:
     return 100.0 - level if collapse == "either" else None
 
 
-def _in_folder(cfg: RunConfig, folder: RunDir) -> RunConfig:
-    """`cfg` without a contest of its own (no challenger, no hold), run in `folder`."""
-    train = dataclasses.replace(cfg.train, **NO_CONTEST, run_dir=str(folder.root))
+def _in_folder(cfg: RunConfig, folder: RunDir, restarts: int = 1) -> RunConfig:
+    """`cfg` without a contest of its own (no challenger, no hold), run in `folder` with
+    `restarts` trainings."""
+    train = dataclasses.replace(
+        cfg.train, **NO_CONTEST, restarts=restarts, run_dir=str(folder.root)
+    )
     return dataclasses.replace(cfg, train=train)
 
 

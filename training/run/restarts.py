@@ -53,22 +53,36 @@ def restart_config(cfg: RunConfig, run: RunDir, number: int) -> RunConfig:
     return dataclasses.replace(cfg, train=train)
 
 
-def restart_state(restart: RunDir, total_timesteps: int, resume: bool) -> RestartState:
-    """What training restart folder `restart` needs.
+def restart_state(
+    part: RunDir, total_timesteps: int, resume: bool, restarts: int = 1
+) -> RestartState:
+    """What training the folder `part` (a restart, a contender or a run) needs.
 
     On `resume`: "finished" when its final model has `total_timesteps`, else "resume" when it
-    has a checkpoint. Otherwise "new", and the folder must hold no run: a restart stopped before
-    its first checkpoint cannot be continued, and is refused (a `ConfigError` of one line) rather
-    than mixed with a fresh one.
+    has a checkpoint. Otherwise "new", and the folder must hold no run: a run stopped before
+    its first checkpoint cannot be continued, and is refused (a `ConfigError` of one line)
+    rather than mixed with a fresh one. With `restarts` > 1, `part` is a restarts run of its own
+    (a contest's incumbent): on `resume` "finished" once every restart is and one was kept,
+    else "resume" once it was started (each restart's state is then its own).
     """
-    if resume:
-        final = restart.final_model
-        if final.is_file() and read_model_file(final).num_timesteps >= total_timesteps:
+    if resume and restarts > 1 and part.config.is_file():
+        done = part.restart_choice.is_file() and all(
+            _finished(part.restart(n), total_timesteps) for n in range(1, restarts + 1)
+        )
+        return "finished" if done else "resume"
+    if resume and restarts == 1:
+        if _finished(part, total_timesteps):
             return "finished"
-        if restart.latest_checkpoint() is not None:
+        if part.latest_checkpoint() is not None:
             return "resume"
-    RunDir.claim(restart.root, "it stopped before its first checkpoint: delete it to retrain it")
+    RunDir.claim(part.root, "it stopped before its first checkpoint: delete it to retrain it")
     return "new"
+
+
+def _finished(part: RunDir, total_timesteps: int) -> bool:
+    """Whether `part`'s final model was trained for `total_timesteps`."""
+    final = part.final_model
+    return final.is_file() and read_model_file(final).num_timesteps >= total_timesteps
 
 
 def keep_best_restart(
