@@ -51,7 +51,8 @@ def reselect(
     from contenders trained already, and score what it keeps as the run scored its own (a
     walk-forward's folds traded through again, `_reselect_walk`; only under a config with a
     contest, since a fold without one would train); write the results to
-    ``<new_out>/learning.json`` and print them.
+    ``<new_out>/learning.json`` and print them. `jobs` runs at once, each in a worker process
+    of one torch thread; with one, in this process.
 
     Each contender the new config trains or builds (`contest_configs`; the run itself where it
     holds no contest) is taken from the first run of the same kind and seed, in `out` and then
@@ -113,17 +114,21 @@ def reselect(
     print(f"reselecting {len(results)} runs and {len(walks)} walk-forwards of {out} with "
           f"{' '.join(overrides)} -> {new_out}")  # fmt: skip
     tried = report.get("configs_tried", 1)
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-        args = [
-            (r, str(new_out), tuple(overrides), n_fresh, plan)
-            for r, plan in zip(results, plans, strict=True)
-        ]
-        walk_args = [
-            (w, str(new_out), tuple(overrides), tried, fold_plans)
-            for w, fold_plans in zip(walks, walk_plans, strict=True)
-        ]
-        walking = pool.map(_reselect_walk, walk_args)  # submitted now, beside the runs below
-        reselected = list(pool.map(_reselect_run, args))
+    args = [
+        (r, str(new_out), tuple(overrides), n_fresh, plan)
+        for r, plan in zip(results, plans, strict=True)
+    ]
+    walk_args = [
+        (w, str(new_out), tuple(overrides), tried, fold_plans)
+        for w, fold_plans in zip(walks, walk_plans, strict=True)
+    ]
+    with contextlib.ExitStack() as workers:
+        mapping: Any = map  # one job at a time: in this process, no worker to start
+        if jobs > 1:
+            pool = workers.enter_context(ProcessPoolExecutor(jobs, mp_context=get_context("spawn")))
+            mapping = pool.map
+        walking = mapping(_reselect_walk, walk_args)  # a pool's start now, beside the runs below
+        reselected = list(mapping(_reselect_run, args))
         walked = list(walking)
     for old, new in zip(results, reselected, strict=True):
         print(f"  {old['kind']:<19} seed {old['seed']}: kept {old['contender_kept']} at "
@@ -320,7 +325,9 @@ def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:
     the pass's checkpoint (a hold contender's, validated at 0 timesteps, is its final model).
     A restarted `source` (a restarts run of its own) keeps the restart it kept, whose passes
     are then rescored: its restarts were chosen between by the run's own `train.select_by`, and
-    another is refused (`ReselectError`)."""
+    another is refused (`ReselectError`). Its restarts are laid out in `target` too
+    (`_take_restarts`), so that the new folder reads as a finished restarts run where it is
+    resumed (`walk_forward` of trained folds)."""
     from training.config import save_config
     from training.evaluation.selection import best_pass, validation_score
     from training.run.atomic import write_json_atomic
@@ -333,6 +340,7 @@ def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:
                 f"--reselect: {source.root}: its restarts were chosen between by "
                 f"train.select_by {chosen_by}, not {select_by}; train it again"
             )
+        _take_restarts(source, target, choice)
         source = source.restart(choice["kept"])
     target.root.mkdir(parents=True, exist_ok=True)
     save_config(config, target.config)
@@ -356,3 +364,20 @@ def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:
             "run's train.eval_every, for a checkpoint at every validation pass"
         )
     shutil.copy(model, target.best_model)
+
+
+def _take_restarts(source: Any, target: Any, choice: dict[str, Any]) -> None:
+    """Copy the restarts of the restarts run `source` (a `RunDir`) to `target`: its choice
+    (`choice`, as `source.restart_choice` holds it) and each restart's config, validation
+    history and models, without checkpoints; what `restart_state` reads as finished."""
+    from training.run.atomic import write_json_atomic
+
+    for row in choice["restarts"]:
+        restart, copy = source.restart(row["restart"]), target.restart(row["restart"])
+        copy.root.mkdir(parents=True)
+        shutil.copy(restart.config, copy.config)
+        shutil.copy(restart.final_model, copy.final_model)
+        for path in (restart.validation_history, restart.best_model):
+            if path.is_file():
+                shutil.copy(path, copy.root / path.name)
+    write_json_atomic(target.restart_choice, choice)

@@ -16,6 +16,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+# The default's one rollout (ppo.n_envs * ppo.n_steps), the least PPO trains: the shortest
+# benchmark run, with a validation pass every tenth of it (fewer timesteps train as much and
+# validate far more often).
+ONE_ROLLOUT = "2048"
 
 
 def test_an_out_folder_with_results_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
@@ -110,8 +114,9 @@ def _running(pid: str) -> bool:
 def test_sigterm_keeps_the_runs_that_landed_and_ends_the_workers(tmp_path: Path) -> None:
     out = tmp_path / "out"
     command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), "--kinds",
-               "random_walk", "--seeds", "0", "1", "2", "--timesteps", "200", "--fresh-series",
-               "1", "--jobs", "1", "--out", str(out)]  # fmt: skip
+               "random_walk", "--seeds", "0", "1", "2", "--timesteps", ONE_ROLLOUT,
+               "--fresh-series", "0", "--jobs", "1", "--set", "train.restarts=1",
+               "--out", str(out)]  # fmt: skip
     benchmark = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  text=True)  # fmt: skip
     try:
@@ -191,13 +196,15 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_heads_probes(
             "--seeds",
             "0",
             "--timesteps",
-            "200",
+            ONE_ROLLOUT,
             "--fresh-series",
             "1",
             "--jobs",
             "1",
             "--set",
             "env.volatility_target=0.3",
+            "--set",
+            "train.restarts=1",
             "--out",
             str(tmp_path),
         ],
@@ -595,46 +602,61 @@ def _weights(path: Path) -> tuple[int, dict[str, bytes]]:
     return saved.num_timesteps, {name: t.numpy().tobytes() for name, t in saved.policy.items()}
 
 
-def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path) -> None:
-    def benchmark(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=600)
+def _benchmark(*args: str) -> subprocess.CompletedProcess:
+    """`benchmarks/learning.py` with `args`, run as a user runs it (from the repository)."""
+    command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
 
+
+def _reselect(capsys, *args: str) -> tuple[int, str]:
+    """`benchmarks/learning.py --reselect` with `args` (`--jobs 1`: in this process, no worker
+    to start), called as its command line calls it: the exit code and what it wrote to
+    stderr. This process's torch threads are left as they were."""
+    import torch
+
+    threads = torch.get_num_threads()
+    capsys.readouterr()
+    try:
+        code = learning_module().main(["--reselect", *args, "--jobs", "1"])
+    finally:
+        torch.set_num_threads(threads)
+    return code, capsys.readouterr().err
+
+
+def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path, capsys) -> None:
     trained = tmp_path / "trained"
 
     def reselected(out: str, *overrides: str) -> tuple[dict, dict]:
-        """`trained` reselected under `overrides` into `tmp_path / out`: its one synthetic
-        result and the contest it held."""
+        """`trained` reselected under `overrides` into `tmp_path / out` (no fresh series: the
+        contest is what is looked at): its one synthetic result and the contest it held."""
         sets = [arg for item in overrides for arg in ("--set", item)]
-        done = benchmark("--reselect", str(trained), *sets, "--fresh-series", "1", "--jobs", "1",
-                         "--out", str(tmp_path / out))  # fmt: skip
-        assert done.returncode == 0, done.stderr
+        code, stderr = _reselect(capsys, str(trained), *sets, "--fresh-series", "0",
+                                 "--out", str(tmp_path / out))  # fmt: skip
+        assert code == 0, stderr
         (result,) = json.loads((tmp_path / out / "learning.json").read_text())["synthetic"]
         return result, json.loads((Path(result["run"]) / "challenger.json").read_text())
 
-    done = benchmark("--quick", "--kinds", "random_walk", "--seeds", "0", "--timesteps", "2048",
-                     "--fresh-series", "1", "--jobs", "1", "--out", str(trained),
-                     "--set", "train.checkpoint_every=204")  # fmt: skip
-    # (eval_every is a tenth of the run: a checkpoint at every validation pass)
+    done = _benchmark("--quick", "--kinds", "random_walk", "--seeds", "0",
+                      "--timesteps", ONE_ROLLOUT, "--fresh-series", "1", "--jobs", "1",
+                      "--out", str(trained), "--set", "train.checkpoint_every=204",
+                      "--set", "train.restarts=1")  # fmt: skip
+    # (eval_every is a tenth of the run: a checkpoint at every validation pass; an incumbent of
+    # one training, whose checkpoints are its own)
     assert done.returncode == 0, done.stderr
     (result,) = json.loads((trained / "learning.json").read_text())["synthetic"]
 
-    # Under the keys it trained with, reselecting gives the run's own results back.
+    # Under the keys it trained with, reselecting gives the run's own results back, the scores
+    # on a fresh series too.
     again = tmp_path / "again"
-    done = benchmark("--reselect", str(trained), "--fresh-series", "1", "--jobs", "1",
-                     "--out", str(again))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    code, stderr = _reselect(capsys, str(trained), "--fresh-series", "1", "--out", str(again))
+    assert code == 0, stderr
     (same,) = json.loads((again / "learning.json").read_text())["synthetic"]
     assert {k: v for k, v in same.items() if k != "run"} == {
         k: v for k, v in result.items() if k != "run"
     }
 
     # By growth: every contender's history rescored, the best pass's checkpoint as its model.
-    growth = tmp_path / "growth"
-    done = benchmark("--reselect", str(trained), "--set", "train.select_by=growth",
-                     "--fresh-series", "1", "--jobs", "1", "--out", str(growth))  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (by_growth,) = json.loads((growth / "learning.json").read_text())["synthetic"]
+    by_growth, contest = reselected("growth", "train.select_by=growth")
     run = Path(by_growth["run"])
     history = json.loads((run / "incumbent" / "validation.json").read_text())
     scores = [math.log1p(entry["cagr_pct"] / 100) for entry in history]
@@ -643,7 +665,6 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     source = Path(result["run"]) / "incumbent" / "checkpoints"
     kept_model = run / "incumbent" / "best_model.safetensors"
     assert _weights(kept_model) == _weights(source / f"checkpoint_{best}_steps.safetensors")
-    contest = json.loads((run / "challenger.json").read_text())
     assert contest["select_by"] == "growth" and contest["kept"] == by_growth["contender_kept"]
 
     # A margin alone moves no contender's best pass: the run's own best models, no checkpoint.
@@ -685,50 +706,43 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     assert 1e-9 <= contest["evidence_p_value"] <= 1
 
     # Only the keys that change what a trained run keeps, with values the config takes; a new
-    # folder each time.
-    done = benchmark(
-        "--reselect", str(trained), "--set", "train.hold_margin=-1", "--out", str(tmp_path / "z")
-    )
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "train.hold_margin: expected a number >= 0" in done.stderr
-    done = benchmark(
-        "--reselect", str(trained), "--set", "ppo.gamma=0.9", "--out", str(tmp_path / "x")
-    )
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "random_walk seed 0: no run of the reports given trained its incumbent" in done.stderr
+    # folder each time. Each refusal is one line.
+    code, stderr = _reselect(capsys, str(trained), "--set", "train.hold_margin=-1",
+                             "--out", str(tmp_path / "z"))  # fmt: skip
+    assert code == 2 and "train.hold_margin: expected a number >= 0" in stderr
+    code, stderr = _reselect(capsys, str(trained), "--set", "ppo.gamma=0.9",
+                             "--out", str(tmp_path / "x"))  # fmt: skip
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+    assert "random_walk seed 0: no run of the reports given trained its incumbent" in stderr
     assert not (tmp_path / "x").exists()
-    done = benchmark("--reselect", str(trained), "--out", str(growth))
-    assert done.returncode == 2 and "already exists" in done.stderr
+    code, stderr = _reselect(capsys, str(trained), "--out", str(tmp_path / "growth"))
+    assert code == 2 and "already exists" in stderr
 
 
-def test_reselect_takes_each_contender_from_the_run_that_trained_it(tmp_path: Path) -> None:
+def test_reselect_takes_each_contender_from_the_run_that_trained_it(tmp_path: Path, capsys) -> None:
     """A contest of contenders two runs trained: the incumbent on drift-free copies (and the
     hold contender of that config) from one, the challenger from the other."""
-
-    def benchmark(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=600)
-
-    tiny = ("--quick", "--kinds", "random_walk", "--seeds", "0", "--timesteps", "2048",
-            "--fresh-series", "0", "--jobs", "1")  # fmt: skip
+    tiny = ("--quick", "--kinds", "random_walk", "--seeds", "0", "--timesteps", ONE_ROLLOUT,
+            "--fresh-series", "0", "--jobs", "1", "--set", "train.restarts=1")  # fmt: skip
     plain, drift_free = tmp_path / "plain", tmp_path / "drift_free"
-    done = benchmark(*tiny, "--out", str(plain))
+    done = _benchmark(*tiny, "--out", str(plain))
     assert done.returncode == 0, done.stderr
-    done = benchmark(*tiny, "--set", "train.resample_detrend=1", "--set", "train.challenger=[]",
-                     "--out", str(drift_free))  # fmt: skip
+    done = _benchmark(*tiny, "--set", "train.resample_detrend=1", "--set", "train.challenger=[]",
+                      "--out", str(drift_free))  # fmt: skip
     assert done.returncode == 0, done.stderr
-    mixed = ("--reselect", str(plain), "--set", "train.resample_detrend=1", "--set",
+    mixed = (str(plain), "--set", "train.resample_detrend=1", "--set",
              'train.challenger=["train.direction_outcomes=0.2", "train.resample_detrend=0"]',
-             "--fresh-series", "0", "--jobs", "1")  # fmt: skip
+             "--fresh-series", "0")  # fmt: skip
 
     # Neither run alone trained both: the incumbent is nowhere in `plain`, and nothing is written.
-    done = benchmark(*mixed, "--out", str(tmp_path / "alone"))
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "trained its incumbent as this config does" in done.stderr and "--from" in done.stderr
+    code, stderr = _reselect(capsys, *mixed, "--out", str(tmp_path / "alone"))
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+    assert "trained its incumbent as this config does" in stderr and "--from" in stderr
     assert not (tmp_path / "alone").exists()
 
-    done = benchmark(*mixed, "--from", str(drift_free), "--out", str(tmp_path / "mixed"))
-    assert done.returncode == 0, done.stderr
+    code, stderr = _reselect(capsys, *mixed, "--from", str(drift_free),
+                             "--out", str(tmp_path / "mixed"))  # fmt: skip
+    assert code == 0, stderr
     (result,) = json.loads((tmp_path / "mixed" / "learning.json").read_text())["synthetic"]
     run = Path(result["run"])
     (source,) = json.loads((plain / "learning.json").read_text())["synthetic"]
@@ -753,9 +767,9 @@ def test_reselect_takes_each_contender_from_the_run_that_trained_it(tmp_path: Pa
     # from `plain` though the incumbent's training keys changed.
     swap = ("--set", "train.direction_outcomes=0.2", "--set",
             'train.challenger=["train.direction_outcomes=0"]')  # fmt: skip
-    done = benchmark("--reselect", str(plain), *swap, "--fresh-series", "0", "--jobs", "1",
-                     "--out", str(tmp_path / "swapped"))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    code, stderr = _reselect(capsys, str(plain), *swap, "--fresh-series", "0",
+                             "--out", str(tmp_path / "swapped"))  # fmt: skip
+    assert code == 0, stderr
     (result,) = json.loads((tmp_path / "swapped" / "learning.json").read_text())["synthetic"]
     run, origin = Path(result["run"]), Path(source["run"])
     takes = {"incumbent": "challenger", "challenger": "incumbent", "hold": "hold"}
@@ -764,32 +778,35 @@ def test_reselect_takes_each_contender_from_the_run_that_trained_it(tmp_path: Pa
         assert kept == _weights(origin / taken / "final_model.safetensors")
 
 
-def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: Path) -> None:
-    def benchmark(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
-
+def test_reselect_holds_each_walk_forward_fold_again_without_training(
+    tmp_path: Path, capsys
+) -> None:
     trained = tmp_path / "trained"
-    done = benchmark("--real-only", "--real-seeds", "0", "--folds", "2", "--timesteps", "2048",
-                     "--jobs", "1", "--out", str(trained))  # fmt: skip
+    done = _benchmark("--real-only", "--real-seeds", "0", "--folds", "2",
+                      "--timesteps", ONE_ROLLOUT, "--jobs", "1", "--out", str(trained),
+                      "--set", "train.restarts=1",
+                      "--set", "data.path=data/gymanytrading_GOOGL_daily.csv")  # fmt: skip
+    # (one instrument, an incumbent of one training; a restarted one is resumed as finished in
+    # test_reselect_reads_a_restarted_incumbents_first_seed_as_one_training)
     assert done.returncode == 0, done.stderr
     (walk,) = json.loads((trained / "learning.json").read_text())["real"]
 
     # Under the config it walked forward with, the same folds kept and the same figures.
-    done = benchmark("--reselect", str(trained), "--jobs", "1", "--out", str(tmp_path / "again"))
-    assert done.returncode == 0, done.stderr
+    code, stderr = _reselect(capsys, str(trained), "--out", str(tmp_path / "again"))
+    assert code == 0, stderr
     (same,) = json.loads((tmp_path / "again" / "learning.json").read_text())["real"]
     assert {k: v for k, v in same.items() if k not in ("run", "seconds")} == {
         k: v for k, v in walk.items() if k not in ("run", "seconds")
     }
 
     # Nothing beats the incumbent by 1000 standard errors: every fold keeps it and trades it.
-    done = benchmark("--reselect", str(trained), "--set", "train.challenger_margin=1000",
-                     "--set", "train.hold_evidence=null", "--set", "train.hold_evidence_tail=null",
-                     "--set", "train.policy_exposure_matched=false",
-                     "--set", "train.hold_margin=1000",
-                     "--jobs", "1", "--out", str(tmp_path / "incumbent"))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    code, stderr = _reselect(capsys, str(trained), "--set", "train.challenger_margin=1000",
+                             "--set", "train.hold_evidence=null",
+                             "--set", "train.hold_evidence_tail=null",
+                             "--set", "train.policy_exposure_matched=false",
+                             "--set", "train.hold_margin=1000",
+                             "--out", str(tmp_path / "incumbent"))  # fmt: skip
+    assert code == 0, stderr
     (kept,) = json.loads((tmp_path / "incumbent" / "learning.json").read_text())["real"]
     assert [fold["contender_kept"] for fold in kept["folds"]] == ["incumbent", "incumbent"]
     for fold in ("fold_1", "fold_2"):
@@ -809,22 +826,26 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(tmp_path: 
         "train.hold_unless_evidence=null",
         "train.hold_margin=null",
     )
-    done = benchmark("--reselect", str(trained), "--set", "train.challenger=[]",
-                     *(arg for key in no_hold for arg in ("--set", key)),
-                     "--out", str(tmp_path / "plain"))  # fmt: skip
-    assert done.returncode == 2 and "Traceback" not in done.stderr
+    done = _benchmark("--reselect", str(trained), "--set", "train.challenger=[]",
+                      *(arg for key in no_hold for arg in ("--set", key)),
+                      "--out", str(tmp_path / "plain"))  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr  # the command line's refusal
     assert "real seed 0: a walk-forward is held again only under a config with a contest" in (
         done.stderr
     )
     assert not (tmp_path / "plain").exists()
 
 
-def test_reselect_reads_a_restarted_incumbents_first_seed_as_one_training(tmp_path: Path) -> None:
+def test_reselect_reads_a_restarted_incumbents_first_seed_as_one_training(
+    tmp_path: Path, capsys
+) -> None:
     """A contest whose incumbent trained from two seeds: under one training, the incumbent is its
-    restart 1 (the incumbent one training makes); under two, the restart the run kept."""
+    restart 1 (the incumbent one training makes); under two, the restart the run kept, and the
+    copy resumes as a finished run (as a walk-forward's folds are held again), training
+    nothing."""
     from training.config import load_config
     from training.run.folder import RunDir
-    from training.train import main
+    from training.train import main, train
 
     run = tmp_path / "run"
     restarted = ["train.restarts=2", "train.hold_margin=0",
@@ -845,6 +866,15 @@ def test_reselect_reads_a_restarted_incumbents_first_seed_as_one_training(tmp_pa
         learning_reselect._take_contenders(cfg, RunDir(run), copy, plan)
         best = copy.contender("incumbent").best_model
         assert _weights(best) == _weights(taken / "best_model.safetensors")
+    capsys.readouterr()
+    train(cfg, copy, resume=True)  # the copy under two restarts, the loop's last
+    shown = capsys.readouterr().out
+    assert "incumbent: trained already," in shown and "challenger: trained already," in shown
+    assert not list(copy.root.rglob("checkpoints"))
+    assert (
+        json.loads(copy.contest.read_text())["kept"]
+        == json.loads((run / "challenger.json").read_text())["kept"]
+    )
     # The restarts were chosen between by the run's own score: another is refused in one line
     cfg = load_config(run / "config.yaml", ["train.select_by=growth"])
     plan = learning_reselect._reselect_plan(cfg, "smoke", [str(run)])
