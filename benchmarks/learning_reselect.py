@@ -12,6 +12,7 @@ the contest is held again, and the result scored as the benchmark scores its own
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import shutil
@@ -165,6 +166,17 @@ def _trains_as(cfg: Any) -> dict[str, Any]:
     return raw
 
 
+def _reads_as(cfg: Any) -> list[dict[str, Any]]:
+    """Each config a run trained under `cfg` can be read as, by `_trains_as`: `cfg`, and with
+    `train.restarts` R > 2, `cfg` with each fewer restarts down to two (its first k restarts
+    chosen between again, `_keep_pass`; one restart is its folder `restart_1`)."""
+    restarts = range(cfg.train.restarts, 1, -1) if cfg.train.restarts > 2 else [cfg.train.restarts]
+    return [
+        _trains_as(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, restarts=k)))
+        for k in restarts
+    ]
+
+
 def _builds_as(trains_as: dict[str, Any], built: bool) -> dict[str, Any]:
     """What of `trains_as` (`_trains_as`) decides a contender: all of it for a trained one; for
     a built one (the hold contender, `training.run.challenger.prepare_hold`) every section but
@@ -177,12 +189,13 @@ def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
     """Where each contender of `cfg`'s run `label` comes from: the name of each contender
     of `contest_configs` (or "" for the run itself, where `cfg` holds no contest) and the
     folder of the first of `runs` (earlier runs of the same kind and seed) that trained one as
-    `cfg` trains it (`_trains_as`): a trained contender of theirs (or the run itself where it
-    held no contest), or a restart of one, for a trained one (so restart 1 of a restarted
-    incumbent is the incumbent of the same config with one training), a hold contender for the
-    hold contender (built from the
-    same config as the incumbent, never trained: its train keys aside, `_builds_as`). Raises
-    `ReselectError` naming the first contender none of `runs` has."""
+    `cfg` trains it (`_trains_as`, or as it can be read, `_reads_as`): a trained contender of
+    theirs (or the run itself where it held no contest), or a restart of one, for a trained one
+    (so restart 1 of a restarted incumbent is the incumbent of the same config with one
+    training, and an incumbent of three restarts that of two, its first two), a hold contender
+    for the hold contender (built from the same config as the incumbent, never trained: its
+    train keys aside, `_builds_as`). Raises `ReselectError` naming the first contender none of
+    `runs` has."""
     from training.config import SELECTION_KEYS, load_config
     from training.run.challenger import TRAINED, contest_configs
     from training.run.folder import RunDir
@@ -196,7 +209,7 @@ def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
         candidates[False] += [*trained, *(r for folder in trained for r in _restarts(folder))]
         candidates[True] += [held] if held.root.is_dir() else []
     trains_as = {
-        folder.root: _trains_as(load_config(folder.config))
+        folder.root: _reads_as(load_config(folder.config))
         for folders in candidates.values()
         for folder in folders
     }
@@ -204,7 +217,11 @@ def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
     for name, wanted_cfg in wanted.items():
         built = name == "hold"
         target = _builds_as(_trains_as(wanted_cfg), built)
-        found = [f for f in candidates[built] if _builds_as(trains_as[f.root], built) == target]
+        found = [
+            f
+            for f in candidates[built]
+            if any(_builds_as(each, built) == target for each in trains_as[f.root])
+        ]
         if not found:
             raise ReselectError(
                 f"--reselect: {label}: no run of the reports "
@@ -323,14 +340,16 @@ def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:
     passes by `select_by`: the history rescored, the final model, and as the best model that of
     the best pass: the run's own best model where `select_by` keeps the pass the run kept, else
     the pass's checkpoint (a hold contender's, validated at 0 timesteps, is its final model).
-    A restarted `source` (a restarts run of its own) keeps the restart it kept, whose passes
-    are then rescored: its restarts were chosen between by the run's own `train.select_by`, and
-    another is refused (`ReselectError`). Its restarts are laid out in `target` too
-    (`_take_restarts`), so that the new folder reads as a finished restarts run where it is
-    resumed (`walk_forward` of trained folds)."""
+    A restarted `source` (a restarts run of its own) keeps the restart it kept, or under fewer
+    restarts (`config`'s `train.restarts`) the one its first restarts' choice keeps
+    (`kept_restart`), whose passes are then rescored: its restarts were chosen between by the
+    run's own `train.select_by`, and another is refused (`ReselectError`). Those restarts are
+    laid out in `target` too (`_take_restarts`), so that the new folder reads as a finished
+    restarts run where it is resumed (`walk_forward` of trained folds)."""
     from training.config import save_config
     from training.evaluation.selection import best_pass, validation_score
     from training.run.atomic import write_json_atomic
+    from training.run.restarts import kept_restart
 
     if source.restart_choice.is_file():
         choice = json.loads(source.restart_choice.read_text())
@@ -340,6 +359,8 @@ def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:
                 f"--reselect: {source.root}: its restarts were chosen between by "
                 f"train.select_by {chosen_by}, not {select_by}; train it again"
             )
+        rows = choice["restarts"][: config.train.restarts]
+        choice = {**choice, "kept": kept_restart(rows)["restart"], "restarts": rows}
         _take_restarts(source, target, choice)
         source = source.restart(choice["kept"])
     target.root.mkdir(parents=True, exist_ok=True)
@@ -367,9 +388,10 @@ def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:
 
 
 def _take_restarts(source: Any, target: Any, choice: dict[str, Any]) -> None:
-    """Copy the restarts of the restarts run `source` (a `RunDir`) to `target`: its choice
-    (`choice`, as `source.restart_choice` holds it) and each restart's config, validation
-    history and models, without checkpoints; what `restart_state` reads as finished."""
+    """Copy the restarts of the restarts run `source` (a `RunDir`) that `choice` chose between
+    (as `source.restart_choice` holds it, or its first restarts') to `target`: the choice and
+    each restart's config, validation history and models, without checkpoints; what
+    `restart_state` reads as finished."""
     from training.run.atomic import write_json_atomic
 
     for row in choice["restarts"]:

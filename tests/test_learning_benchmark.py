@@ -787,7 +787,7 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(
                       "--set", "train.restarts=1",
                       "--set", "data.path=data/gymanytrading_GOOGL_daily.csv")  # fmt: skip
     # (one instrument, an incumbent of one training; a restarted one is resumed as finished in
-    # test_reselect_reads_a_restarted_incumbents_first_seed_as_one_training)
+    # test_reselect_reads_a_restarted_incumbent_as_fewer_restarts)
     assert done.returncode == 0, done.stderr
     (walk,) = json.loads((trained / "learning.json").read_text())["real"]
 
@@ -836,19 +836,18 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(
     assert not (tmp_path / "plain").exists()
 
 
-def test_reselect_reads_a_restarted_incumbents_first_seed_as_one_training(
-    tmp_path: Path, capsys
-) -> None:
-    """A contest whose incumbent trained from two seeds: under one training, the incumbent is its
-    restart 1 (the incumbent one training makes); under two, the restart the run kept, and the
-    copy resumes as a finished run (as a walk-forward's folds are held again), training
-    nothing."""
+def test_reselect_reads_a_restarted_incumbent_as_fewer_restarts(tmp_path: Path, capsys) -> None:
+    """A contest whose incumbent trained from three seeds: under one training, the incumbent is
+    its restart 1 (the incumbent one training makes); under two, the better of its first two;
+    under three, the restart the run kept. Each copy resumes as a finished run (as a
+    walk-forward's folds are held again), training nothing."""
     from training.config import load_config
     from training.run.folder import RunDir
+    from training.run.restarts import kept_restart
     from training.train import main, train
 
     run = tmp_path / "run"
-    restarted = ["train.restarts=2", "train.hold_margin=0",
+    restarted = ["train.restarts=3", "train.hold_margin=0",
                  'train.challenger=["ppo.learning_rate=3e-3"]']  # fmt: skip
     args = ["--config", "configs/smoke.yaml", "--run-dir", str(run)]
     assert main([*args, *(a for key in restarted for a in ("--set", key))]) == 0
@@ -856,25 +855,31 @@ def test_reselect_reads_a_restarted_incumbents_first_seed_as_one_training(
     import learning_reselect
 
     incumbent = run / "incumbent"
-    kept = json.loads((incumbent / "restarts.json").read_text())["kept"]
-    for restarts, taken in ((1, incumbent / "restart_1"), (2, incumbent / f"restart_{kept}")):
+    choice = json.loads((incumbent / "restarts.json").read_text())
+    for restarts in (1, 2, 3):
+        kept = kept_restart(choice["restarts"][:restarts])["restart"]
+        assert restarts < 3 or kept == choice["kept"]
         cfg = load_config(run / "config.yaml", [f"train.restarts={restarts}"])
         plan = learning_reselect._reselect_plan(cfg, "smoke", [str(run)])
-        assert plan["incumbent"] == str(taken if restarts == 1 else incumbent)
+        assert plan["incumbent"] == str(incumbent / "restart_1" if restarts == 1 else incumbent)
         assert plan["challenger"] == str(run / "challenger")
         copy = RunDir(tmp_path / f"restarts_{restarts}")
         learning_reselect._take_contenders(cfg, RunDir(run), copy, plan)
         best = copy.contender("incumbent").best_model
-        assert _weights(best) == _weights(taken / "best_model.safetensors")
-    capsys.readouterr()
-    train(cfg, copy, resume=True)  # the copy under two restarts, the loop's last
-    shown = capsys.readouterr().out
-    assert "incumbent: trained already," in shown and "challenger: trained already," in shown
-    assert not list(copy.root.rglob("checkpoints"))
+        assert _weights(best) == _weights(incumbent / f"restart_{kept}" / "best_model.safetensors")
+        if restarts == 1:
+            continue
+        copied = json.loads(copy.contender("incumbent").restart_choice.read_text())
+        assert copied["kept"] == kept and len(copied["restarts"]) == restarts
+        capsys.readouterr()
+        train(cfg, copy, resume=True)
+        shown = capsys.readouterr().out
+        assert "incumbent: trained already," in shown and "challenger: trained already," in shown
+        assert not list(copy.root.rglob("checkpoints"))
     assert (
         json.loads(copy.contest.read_text())["kept"]
         == json.loads((run / "challenger.json").read_text())["kept"]
-    )
+    )  # under the run's own three restarts, its own contest
     # The restarts were chosen between by the run's own score: another is refused in one line
     cfg = load_config(run / "config.yaml", ["train.select_by=growth"])
     plan = learning_reselect._reselect_plan(cfg, "smoke", [str(run)])

@@ -107,12 +107,19 @@ def keep_best_restart(
             "timesteps": None if best is None else history[best]["timesteps"],
             "validation_passes": len(history),
         })  # fmt: skip
-    scored = [row for row in rows if row["best_validation_score"] is not None]
-    kept = max(scored, key=lambda row: row["best_validation_score"]) if scored else rows[0]
+    kept = kept_restart(rows)
     adopt(run, run.restart(kept["restart"]), histories[kept["restart"] - 1])
     choice = {"kept": kept["restart"], "select_by": select_by, "restarts": rows}
     write_json_atomic(run.restart_choice, choice)
     return choice
+
+
+def kept_restart(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row of the restart a run keeps, of `rows` (`keep_best_restart`'s, one a restart, by
+    number): the highest finite `best_validation_score`, the first of equals; when none has
+    one, the first."""
+    scored = [row for row in rows if row["best_validation_score"] is not None]
+    return max(scored, key=lambda row: row["best_validation_score"]) if scored else rows[0]
 
 
 def adopt(run: RunDir, source: RunDir, history: list[dict[str, Any]]) -> None:
