@@ -119,6 +119,7 @@ from learning_scoring import (
     held_by_state,
     real_figures,
     reference_env,
+    restart_kept,
     score_trained_agent,
     synthetic_series,
     tail_figures,
@@ -203,15 +204,6 @@ def run_synthetic(job: Job) -> dict[str, Any]:
         **scores,
         **by_state,
     }
-
-
-def restart_kept(run: Any) -> int:
-    """With `train.restarts` > 1, which restart's model `run` (a `RunDir`) kept, or in a contest
-    its incumbent did (1 is `train.seed`'s); 1 without restarts."""
-    for choice in (run.restart_choice, run.contender("incumbent").restart_choice):
-        if choice.is_file():
-            return int(json.loads(choice.read_text())["kept"])
-    return 1
 
 
 @dataclass(frozen=True)

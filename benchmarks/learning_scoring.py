@@ -7,12 +7,14 @@ the crash-free regime kinds, expected log growth against buy-and-hold, the oracl
 ceiling, the estimated ceiling and sized hold), what it held in each regime (`held_by_state`),
 what its heads do when only the volatility level changes (`volatility_probe`) and whether its
 direction head reads the hidden trend apart from its lean (`direction_probe`), the contest it
-held (`contest_fields`), and a real walk-forward's figures (`real_figures`). `learning.py`
-trains and scores through these; `learning_reselect.py` scores a run held again through them.
+held (`contest_fields`) and the restart it kept (`restart_kept`), and a real walk-forward's
+figures (`real_figures`). `learning.py` trains and scores through these; `learning_reselect.py`
+scores a run held again through them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -109,6 +111,15 @@ def contest_fields(contest: dict[str, Any] | None) -> dict[str, Any]:
         "contender_kept": contest.get("kept"),
         **{f"evidence_{test}_p": p for test, p in evidence.items()},
     }
+
+
+def restart_kept(run: Any) -> int:
+    """With `train.restarts` > 1, which restart's model `run` (a `RunDir`) kept, or in a contest
+    its incumbent did (1 is `train.seed`'s); 1 without restarts."""
+    for choice in (run.restart_choice, run.contender("incumbent").restart_choice):
+        if choice.is_file():
+            return int(json.loads(choice.read_text())["kept"])
+    return 1
 
 
 def synthetic_series(kind: str, seed: int) -> tuple[Any, Any]:

@@ -853,6 +853,7 @@ def test_reselect_reads_a_restarted_incumbent_as_fewer_restarts(tmp_path: Path, 
     assert main([*args, *(a for key in restarted for a in ("--set", key))]) == 0
     learning_module()  # puts benchmarks/ on the path
     import learning_reselect
+    import learning_scoring
 
     incumbent = run / "incumbent"
     choice = json.loads((incumbent / "restarts.json").read_text())
@@ -867,6 +868,7 @@ def test_reselect_reads_a_restarted_incumbent_as_fewer_restarts(tmp_path: Path, 
         learning_reselect._take_contenders(cfg, RunDir(run), copy, plan)
         best = copy.contender("incumbent").best_model
         assert _weights(best) == _weights(incumbent / f"restart_{kept}" / "best_model.safetensors")
+        assert learning_scoring.restart_kept(copy) == kept  # the result's figure
         if restarts == 1:
             continue
         copied = json.loads(copy.contender("incumbent").restart_choice.read_text())
