@@ -171,10 +171,10 @@ def _reads_as(cfg: Any) -> list[dict[str, Any]]:
     """Each config a run trained under `cfg` can be read as, by `_trains_as`: `cfg`, and with
     `train.restarts` R > 2, `cfg` with each fewer restarts down to two (its first k restarts
     chosen between again, `_keep_pass`; one restart is its folder `restart_1`)."""
-    restarts = range(cfg.train.restarts, 1, -1) if cfg.train.restarts > 2 else [cfg.train.restarts]
+    most = cfg.train.restarts
     return [
         _trains_as(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, restarts=k)))
-        for k in restarts
+        for k in [most, *range(most - 1, 1, -1)]
     ]
 
 
