@@ -126,6 +126,7 @@ from learning_scoring import (
     tail_references,
     training_bars_growth,
 )
+from learning_vote import VoteError, check_vote_args, vote_read
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -278,6 +279,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "into --out",
     )
     parser.add_argument(
+        "--vote",
+        type=Path,
+        metavar="OUT",
+        help="train nothing: where OUT's contests kept a trained policy, score instead the vote "
+        "of the restarts and challenger of the same runs of --from (default OUT), into --out",
+    )
+    parser.add_argument(
+        "--vote-kept",
+        nargs="+",
+        default=["incumbent", "challenger"],
+        choices=["incumbent", "challenger"],
+        help="with --vote: the contenders a vote replaces where the contest kept them",
+    )
+    parser.add_argument(
         "--from",
         dest="sources",
         type=Path,
@@ -285,7 +300,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[],
         metavar="OTHER",
         help="with --reselect: earlier runs of the same kinds and seeds whose contenders the "
-        "contest may take",
+        "contest may take; with --vote: the runs that hold the vote's members",
     )
     parser.add_argument(
         "--combine",
@@ -340,6 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ReselectError as error:
             print(f"benchmarks/learning.py: {error}", file=sys.stderr)
             return 2
+    if args.vote:
+        return _vote(args)
     seeds = args.seeds or ([0, 1] if args.quick else [0, 1, 2, 3, 4])
     overrides = list(args.overrides)
     timesteps = args.timesteps or (40_000 if args.quick else None)
@@ -413,6 +430,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     pool.shutdown()
     return write_and_print(progress.final(), out / "learning.json")
+
+
+def _vote(args: argparse.Namespace) -> int:
+    """`--vote OUT`: `learning_vote.vote_read`, its user mistakes one line and exit 2."""
+    if args.out is None:
+        print("benchmarks/learning.py: --vote OUT needs --out NEW", file=sys.stderr)
+        return 2
+    n_fresh = FRESH_SERIES if args.fresh_series is None else args.fresh_series
+    try:
+        trained = check_vote_args(args.vote, args.sources)
+        return vote_read(args.vote, trained, args.out, args.jobs, n_fresh, args.vote_kept)
+    except VoteError as error:
+        print(f"benchmarks/learning.py: {error}", file=sys.stderr)
+        return 2
 
 
 @contextlib.contextmanager

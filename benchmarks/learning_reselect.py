@@ -40,6 +40,15 @@ class ReselectError(ValueError):
     """An earlier run that `--reselect` cannot judge (one line: what, and what to do)."""
 
 
+def job_map(workers: contextlib.ExitStack, jobs: int) -> Any:
+    """A `map` that runs `jobs` calls at once, each in a worker process (spawned, and shut down
+    when `workers` closes); with one job, the builtin `map`, in this process: no worker to
+    start."""
+    if jobs <= 1:
+        return map
+    return workers.enter_context(ProcessPoolExecutor(jobs, mp_context=get_context("spawn"))).map
+
+
 def reselect(
     out: Path,
     new_out: Path,
@@ -125,10 +134,7 @@ def reselect(
         for w, fold_plans in zip(walks, walk_plans, strict=True)
     ]
     with contextlib.ExitStack() as workers:
-        mapping: Any = map  # one job at a time: in this process, no worker to start
-        if jobs > 1:
-            pool = workers.enter_context(ProcessPoolExecutor(jobs, mp_context=get_context("spawn")))
-            mapping = pool.map
+        mapping = job_map(workers, jobs)
         walking = mapping(_reselect_walk, walk_args)  # a pool's start now, beside the runs below
         reselected = list(mapping(_reselect_run, args))
         walked = list(walking)

@@ -154,9 +154,14 @@ def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> d
     }
 
 
-def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dict[str, Any]:
+def score_on_fresh_series(
+    kind: str, seed: int, model: Any, n_fresh: int, record: Any = None
+) -> dict[str, Any]:
     """The agent `model` (a `LoadedModel`) trained on series `seed` of `kind`, scored on
-    `n_fresh` new series of its kind, against buy-and-hold and the references there.
+    `n_fresh` new series of its kind, against buy-and-hold and the references there. With
+    `record` (``env -> backtest record``), that is the agent's backtest on each fresh tail
+    instead of `model`'s policy (a vote, `training.evaluation.vote`); `model` still gives the
+    run's config.
 
     One tail of 3,000 bars is a noisy yardstick: on crash risk, the ceiling's edge over
     buy-and-hold is 0.19 +- 0.19 of log growth per tail (benchmarks/RESULTS.md). The generator is
@@ -200,8 +205,11 @@ def score_on_fresh_series(kind: str, seed: int, model: Any, n_fresh: int) -> dic
         series, split = synthetic_series(kind, FRESH_SEED + k)
         tail = split.splits[0].test
         env = evaluation_env(series.market, env_config, tail)
-        record = FastPolicy(model.policy, env.core).record_episode()
-        runs = {"agent": _record_growths(series, env.core.first_bar, record, regime)}
+        if record is None:
+            agent = FastPolicy(model.policy, env.core).record_episode()
+        else:
+            agent = record(env)
+        runs = {"agent": _record_growths(series, env.core.first_bar, agent, regime)}
         if "estimated" in rules:
             runs["estimated"] = _run_growths(
                 series, estimated_run(kind, seed, series, tail, references), regime

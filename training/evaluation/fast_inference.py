@@ -41,6 +41,7 @@ import torch
 from agent import MultiHeadPolicy
 from envs import execution as ex
 from envs.core import Accounts, TradingCore
+from training.evaluation.baselines import BarPolicy
 from training.evaluation.rollout import ACCOUNT_COLUMNS, record_from_arrays
 
 # Windows per trunk forward: larger batches' activations leave the cache (benchmarks/RESULTS.md).
@@ -113,36 +114,87 @@ class FastPolicy:
         `policy.predict` call on the observation the env would return. The frame equals that of
         `record_episode` on such an env with this policy as the step function (tested).
         """
-        core = self.core
-        if start is None:
-            accounts = Accounts.zeros(1)
-            core.reset(accounts, np.zeros(1, dtype=np.int64), np.array([core.first_bar]))
-        else:
-            accounts = core.carry_over(start)
-        steps = core.episode_length
-        bar_log = np.empty(steps + 1, dtype=np.int64)  # [n + 1]
-        actions = np.empty((steps, 3), dtype=np.int64)  # [n, 3]
-        outcomes = np.empty((steps, ex.N_OUT))  # [n, N_OUT]
-        account_log = np.empty((steps + 1, len(ACCOUNT_COLUMNS)))  # [n + 1, 3]
-        bar_log[0], account_log[0] = accounts.bars[0], accounts.state[0, list(ACCOUNT_COLUMNS)]
+        log = _EpisodeLog(self.core, start)
+        accounts, core = log.accounts, self.core
         step, forced = 0, np.full(3, -1, dtype=np.int64)
         while True:
             step, finished = _run_episode(
                 step, forced, accounts.state, accounts.bars, accounts.observation, core.ohlc,
                 core.scale, core.sides, core.leverages, core.risks, core.params, self.first_bar,
                 self._market_part, self._account_mlp, self._account_part, self._activation,
-                self._logits, TIE_TOLERANCE, bar_log, actions, outcomes, account_log,
+                self._logits, TIE_TOLERANCE, log.bars, log.actions, log.outcomes, log.accounts_log,
             )  # fmt: skip
             if finished:
                 break
             self.fallbacks += 1
             obs = core.observation(accounts, 0)
             forced[:] = self.policy.predict(obs, deterministic=True)[0]
-        terminated = step > 0 and outcomes[step - 1, ex.TERMINATED] > 0.0
-        self.final_accounts = None if terminated else accounts
-        return record_from_arrays(
-            core, bar_log[: step + 1], actions[:step], outcomes[:step], account_log[: step + 1]
-        )
+        record, self.final_accounts = log.finish(step)
+        return record
+
+
+def record_per_bar(core: TradingCore, policy: BarPolicy) -> pd.DataFrame:
+    """The backtest record of ``policy(obs, bar)`` over `core`'s range, one row a bar, as
+    `FastPolicy.record_episode` gives it for a trained policy: `policy` is asked on each decision
+    bar (the observation `core` gives the account there) and its action held on the bars between
+    (a `TradingEnv` instead steps from decision to decision, one row each). A Python loop over
+    the env's own kernel: for policies that are not one `MultiHeadPolicy`, such as a vote
+    (`training.evaluation.vote`)."""
+    log = _EpisodeLog(core, None)
+    accounts, interval = log.accounts, core.params[ex.P_DECISION_INTERVAL]
+    step = 0
+    for step in range(1, log.actions.shape[0] + 1):
+        k = step - 1
+        action = log.actions[k : k + 1]  # [1, 3]
+        if k > 0 and ex.bars_to_decision(accounts.state[0, ex.EP_STEPS], interval) > 0.0:
+            action[0, :] = log.actions[k - 1]  # between decisions (bar 0 always decides)
+        else:
+            action[0, :] = policy(core.observation(accounts, 0), int(accounts.bars[0]))
+        ex.step_accounts(
+            accounts.state, accounts.bars, action, core.ohlc, core.scale, core.sides,
+            core.leverages, core.risks, core.params, log.outcomes[k : k + 1],
+            accounts.observation, False,
+        )  # fmt: skip
+        log.log_account(step)
+        if log.outcomes[k, ex.TERMINATED] > 0.0 or log.outcomes[k, ex.TRUNCATED] > 0.0:
+            break
+    return log.finish(step)[0]
+
+
+class _EpisodeLog:
+    """One account's episode over a core's range, logged into the arrays `record_from_arrays`
+    reads: bars [n + 1], actions [n, 3], outcomes [n, N_OUT] and the account columns [n + 1, 3]
+    (row 0 the start). `start` is an account carried over (`TradingCore.carry_over`), or None
+    for a fresh one at the core's first decision bar."""
+
+    def __init__(self, core: TradingCore, start: Accounts | None) -> None:
+        self.core = core
+        if start is None:
+            self.accounts = Accounts.zeros(1)
+            core.reset(self.accounts, np.zeros(1, dtype=np.int64), np.array([core.first_bar]))
+        else:
+            self.accounts = core.carry_over(start)
+        steps = core.episode_length
+        self.bars = np.empty(steps + 1, dtype=np.int64)  # [n + 1]
+        self.actions = np.empty((steps, 3), dtype=np.int64)  # [n, 3]
+        self.outcomes = np.empty((steps, ex.N_OUT))  # [n, N_OUT]
+        self.accounts_log = np.empty((steps + 1, len(ACCOUNT_COLUMNS)))  # [n + 1, 3]
+        self.log_account(0)
+
+    def log_account(self, row: int) -> None:
+        """Log the account's bar and state as row `row` (after step `row`)."""
+        self.bars[row] = self.accounts.bars[0]
+        self.accounts_log[row] = self.accounts.state[0, list(ACCOUNT_COLUMNS)]
+
+    def finish(self, steps: int) -> tuple[pd.DataFrame, Accounts | None]:
+        """The record of the first `steps` steps, and the final account (None when the episode
+        was terminated)."""
+        terminated = steps > 0 and self.outcomes[steps - 1, ex.TERMINATED] > 0.0
+        record = record_from_arrays(
+            self.core, self.bars[: steps + 1], self.actions[:steps], self.outcomes[:steps],
+            self.accounts_log[: steps + 1],
+        )  # fmt: skip
+        return record, None if terminated else self.accounts
 
 
 def _trunk_latents(policy: MultiHeadPolicy, core: TradingCore, batch_size: int) -> torch.Tensor:
