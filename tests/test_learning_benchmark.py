@@ -889,3 +889,82 @@ def test_reselect_reads_a_restarted_incumbent_as_fewer_restarts(tmp_path: Path, 
         learning_reselect.ReselectError, match=r"chosen between by train\.select_by"
     ):
         learning_reselect._take_contenders(cfg, RunDir(run), RunDir(tmp_path / "growth"), plan)
+
+
+def test_vote_scores_the_vote_of_a_runs_restarts_and_challenger_where_a_policy_was_kept(
+    tmp_path: Path, capsys
+) -> None:
+    """`--vote OUT --from TRAINED`: where OUT's contest kept the incumbent, the result's tail
+    and fresh-series figures become those of the vote of TRAINED's restarts and challenger (its
+    tail record written beside it, the kept policy's probes dropped); where it kept holding, or
+    a contender `--vote-kept` leaves out, the result is copied as it is. Runs without restarts
+    are refused in one line, before anything is written."""
+    import pandas as pd
+    import torch
+
+    from training.evaluation.backtest import evaluation_env
+    from training.evaluation.metrics import record_metrics
+    from training.evaluation.vote import record_vote
+    from training.run.folder import load_model
+    from training.train import main
+
+    run = tmp_path / "run"
+    args = ["--config", "configs/smoke.yaml", "--run-dir", str(run)]
+    sets = ["train.restarts=2", 'train.challenger=["ppo.learning_rate=3e-3"]']
+    assert main([*args, *(a for key in sets for a in ("--set", key))]) == 0
+    learning = learning_module()
+    import learning_scoring
+
+    kept_policy = {"total_return_pct": 50.0, "sharpe": 1.0, "turnover_per_year": 99.0,
+                   "fees_pct_per_year": 0.1, "average_leverage": 1.0}  # fmt: skip
+
+    def result(seed: int, kept: str) -> dict:
+        """A result as the benchmark writes one: the kept policy's tail figures, a probe."""
+        return {"kind": "trend_regimes", "seed": seed, "run": str(run), "contender_kept": kept,
+                "growth_buy_and_hold": 0.1, "growth_ceiling": 0.5, "growth_oracle": 0.9,
+                "probe_long_auc": 0.5,
+                **learning_scoring.tail_figures(kept_policy, 0.1, 0.5)}  # fmt: skip
+
+    out = tmp_path / "contests"
+    report = {"synthetic": [result(1, "hold"), result(2, "challenger"), result(0, "incumbent")],
+              "real": [], "overrides": [], "config": "configs/smoke.yaml"}  # fmt: skip
+    out.mkdir()
+    (out / "learning.json").write_text(json.dumps(report))
+    threads = torch.get_num_threads()
+
+    def vote(*extra: str) -> tuple[int, str]:
+        capsys.readouterr()
+        try:
+            code = learning.main(["--vote", str(out), "--jobs", "1", *extra])
+        finally:
+            torch.set_num_threads(threads)
+        return code, capsys.readouterr().err
+
+    code, err = vote("--out", str(tmp_path / "voted"), "--fresh-series", "1",
+                     "--vote-kept", "incumbent")  # fmt: skip
+    assert code == 0, err
+    held, challenger, voted = json.loads((tmp_path / "voted" / "learning.json").read_text())[
+        "synthetic"
+    ]
+    assert held == report["synthetic"][0] and challenger == report["synthetic"][1]
+    members = [run / "incumbent" / "restart_1", run / "incumbent" / "restart_2", run / "challenger"]
+    assert voted["vote_members"] == [str(p) for p in members]
+    assert voted["contender_kept"] == "vote (incumbent)" and "probe_long_auc" not in voted
+    models = [load_model(p) for p in members]
+    series, split = learning_scoring.synthetic_series("trend_regimes", 0)
+    env = evaluation_env(series.market, models[0].config.env, split.splits[0].test)
+    record = record_vote([m.policy for m in models], env.core)
+    agent = record_metrics(record, bars_per_year=env.core.bars_per_year)
+    assert voted["turnover_per_year"] == agent["turnover_per_year"]
+    assert voted["share"] == learning_scoring.tail_figures(agent, 0.1, 0.5)["share"]
+    assert len(voted["growth_agent_fresh"]) == 1 and math.isfinite(voted["share_fresh"])
+    written = pd.read_csv(Path(voted["run"]) / "equity.csv")
+    assert np.allclose(written["equity"], record["equity"])
+
+    code, err = vote("--out", str(tmp_path / "voted"))
+    assert code == 2 and err.strip().endswith("already exists; pass a new folder")
+    shutil.rmtree(run / "incumbent" / "restart_2")
+    shutil.rmtree(run / "incumbent" / "restart_1")
+    code, err = vote("--out", str(tmp_path / "none"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "train.restarts >= 2" in err
+    assert not (tmp_path / "none").exists()

@@ -88,7 +88,10 @@ def test_a_vote_trades_what_its_majority_decides(smoke_run) -> None:
         np.array([config.direction_names.index(name), 0, 1], dtype=np.int64)
         for name in ("long", "short", "flat")
     )
-    alone = {name: record_per_bar(core, constant(a)) for name, a in [("long", long), ("flat", flat)]}
+    alone = {
+        "long": record_per_bar(core, constant(long)),
+        "flat": record_per_bar(core, constant(flat)),
+    }
     assert alone["long"]["position"].iloc[-1] > 0 and alone["flat"]["position"].eq(0).all()
     majority = VotePolicy([constant(long), constant(flat), constant(long)], core)
     pd.testing.assert_frame_equal(record_per_bar(core, majority), alone["long"])
