@@ -44,6 +44,18 @@ def smoke_run(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module's tests (`pytestmark = usefixtures(...)`), as the
+    benchmarks and a worker of the suite run it; the thread count is restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The repository's bundled real data, `data/`."""

@@ -53,12 +53,7 @@ STRATEGIES = {"agent", "buy_and_hold", "flat", "ma_crossover"}
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def whole_range_env(data, config, **kwargs) -> TradingEnv:

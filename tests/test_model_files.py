@@ -43,12 +43,7 @@ SMOKE = REPO / "configs" / "smoke.yaml"
 PICKLED = "pickled Python objects that run code when loaded"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # --- the crafted files ------------------------------------------------------------------------

@@ -24,12 +24,7 @@ LEVERAGES = (2.0, 1.0, 5.0)  # not sorted: the median is by value
 RISKS = (0.05, 0.1, 0.2, 0.3)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _vote(*actions: tuple[int, int, int]) -> list[int]:
