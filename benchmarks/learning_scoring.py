@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -155,7 +155,7 @@ def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> d
 
 
 def score_on_fresh_series(
-    kind: str, seed: int, model: Any, n_fresh: int, record: Any = None
+    kind: str, seed: int, model: Any, n_fresh: int, record: Callable[[Any], Any] | None = None
 ) -> dict[str, Any]:
     """The agent `model` (a `LoadedModel`) trained on series `seed` of `kind`, scored on
     `n_fresh` new series of its kind, against buy-and-hold and the references there. With

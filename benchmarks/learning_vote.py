@@ -85,13 +85,16 @@ def vote_read(
         vote_members(sources[r["kind"], r["seed"]])  # every run has members, before any work
     new_out.mkdir(parents=True)
     print(f"voting on {len(voted)} of {len(results)} runs of {out} with the members of {trained}")
-    runs = [sources[r["kind"], r["seed"]] for r in voted]
+    keys = [(r["kind"], r["seed"]) for r in voted]
     with contextlib.ExitStack() as workers:
-        scored = iter(
-            list(job_map(workers, jobs)(_vote_result, voted, runs, [new_out] * len(voted),
-                                        [n_fresh] * len(voted)))
+        scores = job_map(workers, jobs)(
+            _vote_result, voted, [sources[key] for key in keys], [new_out] * len(voted),
+            [n_fresh] * len(voted),
         )  # fmt: skip
-    report["synthetic"] = [next(scored) if r.get("contender_kept") in kept else r for r in results]
+        scored = dict(zip(keys, scores, strict=True))
+    report["synthetic"] = [
+        scored[r["kind"], r["seed"]] if r.get("contender_kept") in kept else r for r in results
+    ]
     report["real"] = []
     report["voted"] = " ".join(sys.argv)
     return write_and_print(report, new_out / "learning.json")
@@ -109,7 +112,8 @@ def _vote_result(
     from training.run.folder import load_model
 
     torch.set_num_threads(1)
-    members = [load_model(path) for path in vote_members(source)]
+    paths = vote_members(source)
+    members = [load_model(path) for path in paths]
     policies = [m.policy for m in members]
     kind, seed = result["kind"], result["seed"]
     series, split = synthetic_series(kind, seed)
@@ -120,16 +124,16 @@ def _vote_result(
     folder.mkdir()
     record.to_csv(folder / "equity.csv", index=False)
     agent = record_metrics(record, bars_per_year=env.core.bars_per_year)
-    kept = {k: v for k, v in result.items() if not k.startswith(PROBE_PREFIXES)}
+    unprobed = {k: v for k, v in result.items() if not k.startswith(PROBE_PREFIXES)}
     fresh = score_on_fresh_series(
         kind, seed, members[0], n_fresh,
         record=lambda e: record_vote(policies, e.core),
     )  # fmt: skip
     return {
-        **kept,
+        **unprobed,
         "run": str(folder),
         "contender_kept": f"vote ({result['contender_kept']})",
-        "vote_members": [str(p) for p in vote_members(source)],
+        "vote_members": [str(p) for p in paths],
         **tail_figures(agent, result["growth_buy_and_hold"], result["growth_ceiling"]),
         **fresh,
         **held_by_state(folder / "equity.csv", series.state, tail),
