@@ -71,11 +71,8 @@ def vote_read(
         raise VoteError(f"--vote-kept {' '.join(kept)}: a vote replaces only {' or '.join(VOTED)}")
     if new_out.exists():
         raise VoteError(f"--out {new_out}: already exists; pass a new folder")
-    report = json.loads((out / "learning.json").read_text())
-    sources = {
-        (r["kind"], r["seed"]): Path(r["run"])
-        for r in json.loads((trained / "learning.json").read_text())["synthetic"]
-    }
+    report = _read_report(out)
+    sources = {(r["kind"], r["seed"]): Path(r["run"]) for r in _read_report(trained)["synthetic"]}
     results = report["synthetic"]
     voted = [r for r in results if r.get("contender_kept") in kept]
     missing = [f"{r['kind']} {r['seed']}" for r in voted if (r["kind"], r["seed"]) not in sources]
@@ -138,6 +135,18 @@ def _vote_result(
         **fresh,
         **held_by_state(folder / "equity.csv", series.state, tail),
     }
+
+
+def _read_report(out: Path) -> dict[str, Any]:
+    """``<out>/learning.json``; `VoteError` where there is none or it is not a report."""
+    path = out / "learning.json"
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise VoteError(f"{path}: no learning benchmark report to read ({error})") from None
+    if not isinstance(report, dict) or "synthetic" not in report:
+        raise VoteError(f"{path}: not a learning benchmark report (no 'synthetic' results)")
+    return report
 
 
 def check_vote_args(out: Path, sources: Sequence[Path]) -> Path:

@@ -963,6 +963,8 @@ def test_vote_scores_the_vote_of_a_runs_restarts_and_challenger_where_a_policy_w
 
     code, err = vote("--out", str(tmp_path / "voted"))
     assert code == 2 and err.strip().endswith("already exists; pass a new folder")
+    code, err = vote("--out", str(tmp_path / "none"), "--from", str(tmp_path / "missing"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no learning benchmark" in err
     shutil.rmtree(run / "incumbent" / "restart_2")
     shutil.rmtree(run / "incumbent" / "restart_1")
     code, err = vote("--out", str(tmp_path / "none"))
