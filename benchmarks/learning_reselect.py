@@ -254,7 +254,7 @@ def _reselect_run(
     from training.evaluation.selection import best_pass
     from training.run.challenger import contest_evidence, keep_better_contender
     from training.run.data import RunData
-    from training.run.folder import RunDir, load_model
+    from training.run.folder import RunDir, load_trained
 
     torch.set_num_threads(1)
     result, new_out, overrides, n_fresh, plan = args
@@ -270,7 +270,7 @@ def _reselect_run(
     else:
         choice = None
     tail = split.splits[0].test
-    tested = backtest(load_model(copy.root).policy, evaluation_env(series.market, cfg.env, tail))
+    tested = backtest(load_trained(copy.root).trained, evaluation_env(series.market, cfg.env, tail))
     write_report(tested, copy.report, f"{kind} seed {seed}, reselected")
     history = json.loads(copy.validation_history.read_text())
     return {

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -141,27 +141,26 @@ def training_bars_growth(market: Any, train: range) -> float:
 
 
 def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
-    """The saved agent of `run_root` (trained on series `seed` of `kind`), loaded once and scored
-    on fresh series (`score_on_fresh_series`) and, on the `VOLATILITY_KINDS` and
-    `DIRECTION_KINDS`, probed (`volatility_probe`, `direction_probe`)."""
-    from training.run.folder import load_model
+    """What the run `run_root` ships (trained on series `seed` of `kind`: a policy, or a vote,
+    `training.run.folder.load_trained`), loaded once and scored on fresh series
+    (`score_on_fresh_series`) and, for a policy on the `VOLATILITY_KINDS` and
+    `DIRECTION_KINDS`, probed (`volatility_probe`, `direction_probe`: they probe one policy, so
+    a vote has none)."""
+    from training.evaluation.vote import Vote
+    from training.run.folder import load_model, load_trained
 
+    loaded = load_trained(run_root)
+    scores = score_on_fresh_series(kind, seed, loaded, n_fresh)
+    if isinstance(loaded.trained, Vote):
+        return scores
     model = load_model(run_root)
-    return {
-        **score_on_fresh_series(kind, seed, model, n_fresh),
-        **volatility_probe(kind, seed, model),
-        **direction_probe(kind, seed, model),
-    }
+    return {**scores, **volatility_probe(kind, seed, model), **direction_probe(kind, seed, model)}
 
 
-def score_on_fresh_series(
-    kind: str, seed: int, model: Any, n_fresh: int, record: Callable[[Any], Any] | None = None
-) -> dict[str, Any]:
-    """The agent `model` (a `LoadedModel`) trained on series `seed` of `kind`, scored on
-    `n_fresh` new series of its kind, against buy-and-hold and the references there. With
-    `record` (``env -> backtest record``), that is the agent's backtest on each fresh tail
-    instead of `model`'s policy (a vote, `training.evaluation.vote`); `model` still gives the
-    run's config.
+def score_on_fresh_series(kind: str, seed: int, loaded: Any, n_fresh: int) -> dict[str, Any]:
+    """What a run ships (`loaded`, a `LoadedTrained`: a policy or a vote) trained on series
+    `seed` of `kind`, scored on `n_fresh` new series of its kind, against buy-and-hold and the
+    references there.
 
     One tail of 3,000 bars is a noisy yardstick: on crash risk, the ceiling's edge over
     buy-and-hold is 0.19 +- 0.19 of log growth per tail (benchmarks/RESULTS.md). The generator is
@@ -189,10 +188,10 @@ def score_on_fresh_series(
     if n_fresh == 0:
         return {}
     from training.evaluation.backtest import evaluation_env
-    from training.evaluation.fast_inference import FastPolicy
+    from training.evaluation.vote import record_trained
 
-    env_config = model.config.env  # the run's, with the bars per year it trained under
-    references = reference_env(model.config)  # what the references trade under
+    env_config = loaded.config.env  # the run's, with the bars per year it trained under
+    references = reference_env(loaded.config)  # what the references trade under
     regime = kind in EXPECTED_KINDS
     rules = ["agent", *(["estimated"] if kind in ESTIMATED_KINDS else [])]
     if env_config.volatility_target is not None:
@@ -205,10 +204,7 @@ def score_on_fresh_series(
         series, split = synthetic_series(kind, FRESH_SEED + k)
         tail = split.splits[0].test
         env = evaluation_env(series.market, env_config, tail)
-        if record is None:
-            agent = FastPolicy(model.policy, env.core).record_episode()
-        else:
-            agent = record(env)
+        agent = record_trained(loaded.trained, env.core)[0]
         runs = {"agent": _record_growths(series, env.core.first_bar, agent, regime)}
         if "estimated" in rules:
             runs["estimated"] = _run_growths(

@@ -42,17 +42,16 @@ class VoteError(ValueError):
 
 
 def vote_members(run: Path) -> list[Path]:
-    """The best models of run folder `run`'s vote: each incumbent restart's, then the
-    challenger's. Raises `VoteError` where the run trained no restarts or no challenger."""
-    incumbent = run / "incumbent"
-    restarts = sorted(incumbent.glob("restart_*"), key=lambda p: int(p.name.split("_")[1]))
-    challenger = run / "challenger"
-    if not restarts or not challenger.is_dir():
-        raise VoteError(
-            f"{run}: no incumbent restarts or no challenger to vote; train it with "
-            "train.restarts >= 2 and train.challenger"
-        )
-    return [*restarts, challenger]
+    """The model files of run folder `run`'s vote (`training.run.vote.member_models`: each
+    incumbent restart's best model, then the challenger's). Raises `VoteError` where the run
+    trained no restarts or no challenger."""
+    from training.run.folder import ModelError, RunDir
+    from training.run.vote import member_models
+
+    try:
+        return member_models(RunDir(run))
+    except ModelError as error:
+        raise VoteError(str(error)) from None
 
 
 def vote_read(
@@ -105,27 +104,26 @@ def _vote_result(
 
     from training.evaluation.backtest import evaluation_env
     from training.evaluation.metrics import record_metrics
-    from training.evaluation.vote import record_vote
-    from training.run.folder import load_model
+    from training.evaluation.vote import Vote, record_trained
+    from training.run.folder import LoadedTrained, load_model
 
     torch.set_num_threads(1)
     paths = vote_members(source)
     members = [load_model(path) for path in paths]
-    policies = [m.policy for m in members]
+    loaded = LoadedTrained(
+        Vote(tuple(m.policy for m in members)), members[0].config, source, source
+    )
     kind, seed = result["kind"], result["seed"]
     series, split = synthetic_series(kind, seed)
     tail = split.splits[0].test
-    env = evaluation_env(series.market, members[0].config.env, tail)
-    record = record_vote(policies, env.core)
+    env = evaluation_env(series.market, loaded.config.env, tail)
+    record = record_trained(loaded.trained, env.core)[0]
     folder = new_out / source.name
     folder.mkdir()
     record.to_csv(folder / "equity.csv", index=False)
     agent = record_metrics(record, bars_per_year=env.core.bars_per_year)
     unprobed = {k: v for k, v in result.items() if not k.startswith(PROBE_PREFIXES)}
-    fresh = score_on_fresh_series(
-        kind, seed, members[0], n_fresh,
-        record=lambda e: record_vote(policies, e.core),
-    )  # fmt: skip
+    fresh = score_on_fresh_series(kind, seed, loaded, n_fresh)
     return {
         **unprobed,
         "run": str(folder),

@@ -947,10 +947,10 @@ def test_vote_scores_the_vote_of_a_runs_restarts_and_challenger_where_a_policy_w
         "synthetic"
     ]
     assert held == report["synthetic"][0] and challenger == report["synthetic"][1]
-    members = [run / "incumbent" / "restart_1", run / "incumbent" / "restart_2", run / "challenger"]
-    assert voted["vote_members"] == [str(p) for p in members]
+    folders = [run / "incumbent" / "restart_1", run / "incumbent" / "restart_2", run / "challenger"]
+    models = [load_model(p) for p in folders]  # each folder's best model, else its final one
+    assert voted["vote_members"] == [str(m.path) for m in models]
     assert voted["contender_kept"] == "vote (incumbent)" and "probe_long_auc" not in voted
-    models = [load_model(p) for p in members]
     series, split = learning_scoring.synthetic_series("trend_regimes", 0)
     env = evaluation_env(series.market, models[0].config.env, split.splits[0].test)
     record = record_vote([m.policy for m in models], env.core)

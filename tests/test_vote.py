@@ -70,7 +70,7 @@ def test_a_vote_of_copies_of_one_policy_is_that_policy_bar_for_bar(smoke_run) ->
     core = _env(smoke_run, 3).core
     single = FastPolicy(policy, core).record_episode()
     assert single["direction"].iloc[1:].nunique() >= 2  # not a constant policy
-    pd.testing.assert_frame_equal(record_per_bar(core, FastPolicy(policy, core)), single)
+    pd.testing.assert_frame_equal(record_per_bar(core, FastPolicy(policy, core))[0], single)
     pd.testing.assert_frame_equal(record_vote([policy] * 3, core), single)
 
 
@@ -84,13 +84,13 @@ def test_a_vote_trades_what_its_majority_decides(smoke_run) -> None:
         for name in ("long", "short", "flat")
     )
     alone = {
-        "long": record_per_bar(core, constant(long)),
-        "flat": record_per_bar(core, constant(flat)),
+        "long": record_per_bar(core, constant(long))[0],
+        "flat": record_per_bar(core, constant(flat))[0],
     }
     assert alone["long"]["position"].iloc[-1] > 0 and alone["flat"]["position"].eq(0).all()
     majority = VotePolicy([constant(long), constant(flat), constant(long)], core)
-    pd.testing.assert_frame_equal(record_per_bar(core, majority), alone["long"])
+    pd.testing.assert_frame_equal(record_per_bar(core, majority)[0], alone["long"])
     split = VotePolicy([constant(long), constant(short), constant(flat)], core)
-    pd.testing.assert_frame_equal(record_per_bar(core, split), alone["flat"])
+    pd.testing.assert_frame_equal(record_per_bar(core, split)[0], alone["flat"])
     with pytest.raises(ValueError, match="at least one member"):
         VotePolicy([], core)

@@ -6,7 +6,8 @@
 Reads top to bottom: model + its config -> data -> env -> agent and baselines -> metrics -> files.
 The library it calls is `training.evaluation.backtest`.
 
-With a RUN_DIR the model is its `best_model.safetensors` (else `final_model.safetensors`); a bare
+With a RUN_DIR the model is what the run ships: the vote its `vote.json` names (`train.vote`),
+else its `best_model.safetensors` (else `final_model.safetensors`); a bare
 model file needs the run's `config.yaml` next to it (or, for a checkpoint in `checkpoints/`, in
 the run folder above). The config builds the policy (the file holds only its tensors) and gives
 the env settings: window, levels, costs. `--start`/`--end` pick the bars to trade by
@@ -45,7 +46,7 @@ from training.evaluation.backtest import (
     write_report,
 )
 from training.run.data import load_run_market
-from training.run.folder import ModelError, RunDir, load_model
+from training.run.folder import ModelError, RunDir, load_trained
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -100,13 +101,13 @@ def _folder_date(option: str, text: str | None) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Backtest; print the metrics table and where the report is. User mistakes exit 2."""
     args = parse_args(argv)
-    loaded = load_model(args.model)
+    loaded = load_trained(args.model)
     out = output_folder(args.out, default_out(loaded.run_dir, args), REPORT_FILES)
     cfg = loaded.config
     market = load_run_market(cfg, args.data, ticker=args.ticker, adjust=args.adjust)
     bars = select_bars(market, args.start, args.end)
     env = evaluation_env(market, cfg.env, bars)
-    result = backtest(loaded.policy, env)
+    result = backtest(loaded.trained, env)
     title = f"{loaded.path.name} on {default_title(env)}"
     seen = in_sample(RunDir(loaded.run_dir), env)
     if seen is not None:

@@ -370,6 +370,10 @@ class TrainConfig:
     # policy_margin, instead of holding's own score: on a range that fell, standing aside part
     # of the time beats holding with no skill; false: holding's own score. Growth ranking only
     policy_exposure_matched: bool = False
+    # Where the contest keeps the incumbent, the run ships the vote of every incumbent restart
+    # and the challenger, each at its best validation pass (run/vote.py,
+    # evaluation/vote.py), instead of the restart validation picked; false: that restart
+    vote: bool = False
     # What validation keeps (the pass, restart or contender): the best "sharpe", or "growth",
     # annualised log growth (evaluation/selection.py: under a leverage cap a policy that mostly
     # stands aside validates at a high Sharpe and earns little); the margins are in its units
@@ -532,6 +536,12 @@ class TrainConfig:
                     "false unless train.select_by is growth and train.policy_against is best "
                     "(log growth adds over the bars a policy is in the market; a Sharpe ratio "
                     "or a median of passes does not)",
+                ),
+                (
+                    "vote",
+                    not self.vote or (bool(self.challenger) and self.restarts >= 2),
+                    "false unless train.challenger is set and train.restarts >= 2 (the vote's "
+                    "members are the incumbent's restarts and the challenger)",
                 ),
                 ("run_dir", self.run_dir is None or self.run_dir != "", "a folder path or null"),
                 (
@@ -860,6 +870,7 @@ NO_CONTEST: dict[str, Any] = {
     "hold_weak_evidence": None,
     "hold_weak_margin": None,
     "policy_exposure_matched": False,
+    "vote": False,
 }
 # How a contest chooses among its trained contenders (`training.run.challenger`)
 _CONTEST_CHOICE_KEYS = (
@@ -884,6 +895,7 @@ _CONTEST_CHOICE_KEYS = (
     "train.policy_margin",
     "train.policy_against",
     "train.policy_exposure_matched",
+    "train.vote",
 )
 _CONTEST_KEYS = ("train.challenger", *_CONTEST_CHOICE_KEYS, "train.restarts", "train.run_dir")
 # The keys that only choose among what a run trained (which validation pass, which contender),
@@ -902,7 +914,7 @@ def challenger_config(cfg: RunConfig, source: str = "train.challenger") -> RunCo
     (`train.hold_margin`, `hold_against`, `hold_evidence`, `hold_evidence_per`,
     `hold_evidence_tail`, `hold_unless_evidence`, `evidence_reversal`, `persistence_null`,
     `momentum_null`, `hold_weak_evidence`, `hold_weak_margin`, `policy_margin`, `policy_against`,
-    `policy_exposure_matched`), `train.restarts`, `train.run_dir`): both trainings read the
+    `policy_exposure_matched`, `vote`), `train.restarts`, `train.run_dir`): both trainings read the
     same data through the same env and are compared on the same validation bars. Raises
     `ConfigError`, one line naming `source`, on any mistake in the overrides.
     """

@@ -62,7 +62,7 @@ from training.run.challenger import (
 )
 from training.run.contest_report import format_contest, log_contest, spoken_list
 from training.run.data import RunData, instrument_name, with_bars_per_year
-from training.run.folder import ModelError, RunDir, load_model
+from training.run.folder import ModelError, RunDir, load_trained
 from training.run.model_file import write_model_file
 from training.run.restarts import (
     RestartState,
@@ -163,9 +163,10 @@ def train(
         write_json_atomic(run.splits, data.to_dict())
     learn(cfg, run, resume, train_ranges, validation_envs)
 
-    # The model `python -m training.backtest --model RUN_DIR` reads: best_model, else final_model.
-    policy = load_model(run.root).policy
-    results = {name: backtest(policy, env) for name, env in test_envs.items()}
+    # What `python -m training.backtest --model RUN_DIR` trades: the vote of vote.json where the
+    # run ships one, else best_model, else final_model.
+    trained = load_trained(run.root).trained
+    results = {name: backtest(trained, env) for name, env in test_envs.items()}
     print(f"\n{generalization_report(run, cfg)}")
     if not results:
         print("no instrument has enough test bars: no test backtest")
@@ -332,7 +333,11 @@ def _outputs(run: RunDir, report: Path | None, cfg: RunConfig) -> dict[str, Path
     model = run.best_model if run.best_model.is_file() else run.final_model
     if cfg.train.contested:
         names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
-        kept = (read_contest(run) or {}).get("kept")
+        contest = read_contest(run) or {}
+        kept, members = contest.get("kept"), contest.get("vote")
+        if members:  # `training.run.vote`: the incumbent ships as a vote
+            kept = f"{kept}: a vote of {len(members)} policies"
+            model = run.vote
         outputs = {
             f"model (the contest kept the {kept})" if kept else "model": model,
             f"{spoken_list(names)} compared": run.contest,

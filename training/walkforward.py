@@ -8,12 +8,12 @@ segment k is its test split; `data.test` is not used. Its run folder, `<out>/fol
 its config, models, TensorBoard logs and test report, like any run.
 
 The out-of-sample result trades one continuous account per instrument through every segment,
-each fold's best model deciding in its own segment (`trade_through`), against the baselines over
-the same bars, and combines the instruments' accounts (`training.evaluation.portfolio`). Printed
-and written to `<out>/walkforward.json`: every fold's test table, each instrument's and the
-combined out-of-sample metrics, the edge over buy-and-hold with its deflated Sharpe ratio for
-`--configs-tried` configurations, and the next order of each instrument whose data runs to the
-end (the decision to act on after the data).
+each fold's best model (or the vote it ships) deciding in its own segment (`trade_through`),
+against the baselines over the same bars, and combines the instruments' accounts
+(`training.evaluation.portfolio`). Printed and written to `<out>/walkforward.json`: every fold's
+test table, each instrument's and the combined out-of-sample metrics, the edge over buy-and-hold
+with its deflated Sharpe ratio for `--configs-tried` configurations, and the next order of each
+instrument whose data runs to the end (the decision to act on after the data).
 
 Reads top to bottom: config -> data -> folds -> (train -> test) per fold -> trade through -> report.
 """
@@ -59,7 +59,7 @@ from training.evaluation.walkforward import (
 from training.run.atomic import write_json_atomic
 from training.run.challenger import read_contest
 from training.run.data import RunData, instrument_name, load_run_markets, with_bars_per_year
-from training.run.folder import ModelError, RunDir, load_model
+from training.run.folder import ModelError, RunDir, load_trained
 from training.train import train
 
 
@@ -121,7 +121,7 @@ def walk_forward(
         data = fold_data(markets, starts, k, cfg.data.validation)
         with contextlib.redirect_stdout(io.StringIO()):  # each fold's own report is in its folder
             train(cfg, fold, resume=trained, data=data)
-        policies.append(load_model(fold.root).policy)
+        policies.append(load_trained(fold.root).trained)
         tested = fold.report / "metrics.json"
         metrics = json.loads(tested.read_text()) if tested.is_file() else {}
         end = starts[k + 1] if k + 1 < folds else dates[-1] + np.timedelta64(1, "ns")

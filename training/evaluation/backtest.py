@@ -2,10 +2,11 @@
 
 The agent acts deterministically (the most likely level of each head) through `FastPolicy`, which
 gives the actions of `policy.predict` at a fraction of the cost: it steps the env's own execution
-kernel in a compiled loop. The baselines (`training.evaluation.baselines`) are policies run
-through a `TradingEnv` over the same market, bars and costs, whose only levels are 1x and no stop
-(`baseline_env`). Either way one implementation of fills, stops, costs and accounting
-(`envs.execution`) serves every strategy.
+kernel in a compiled loop; a vote of several policies, which a run ships under `train.vote`,
+trades through `training.evaluation.vote.record_trained`. The baselines
+(`training.evaluation.baselines`) are policies run through a `TradingEnv` over the same market,
+bars and costs, whose only levels are 1x and no stop (`baseline_env`). Either way one
+implementation of fills, stops, costs and accounting (`envs.execution`) serves every strategy.
 
 `backtest` gives every strategy's record, trades and metrics and the agent's next order;
 `write_report` writes them atomically: `metrics.json` (every strategy), `equity.csv` (the agent's
@@ -50,6 +51,7 @@ from training.evaluation.metrics import (
 from training.evaluation.next_order import NextOrder, decide_next_order
 from training.evaluation.report import AGENT, render_report
 from training.evaluation.rollout import record_episode
+from training.evaluation.vote import Trained, record_trained
 from training.run.atomic import write_bytes_atomic, write_json_atomic
 from training.run.data import recorded_splits
 from training.run.folder import RunDir
@@ -131,8 +133,9 @@ def agent_metrics(policy: MultiHeadPolicy, env: TradingEnv) -> dict[str, float]:
     return record_metrics(record, bars_per_year=env.core.bars_per_year)
 
 
-def backtest(policy: MultiHeadPolicy, env: TradingEnv) -> BacktestResult:
-    """The deterministic `policy` and the baselines over the whole range of `env`.
+def backtest(trained: Trained, env: TradingEnv) -> BacktestResult:
+    """The deterministic `trained` (a policy, or a vote of several: `record_trained`) and the
+    baselines over the whole range of `env`.
 
     `env` must cover its range in one episode (`evaluation_env`); the baselines run on the same
     market and bars under their own levels (`baseline_env`).
@@ -140,10 +143,8 @@ def backtest(policy: MultiHeadPolicy, env: TradingEnv) -> BacktestResult:
     core = env.core
     if core.config.random_start or core.episode_length != core.end_bar - core.first_bar:
         raise ValueError("backtest needs an env of one episode over its range (evaluation_env)")
-    agent = FastPolicy(policy, core)
-    record = agent.record_episode()
-    final = agent.final_accounts
-    next_order = None if final is None else decide_next_order(policy, core, final)
+    record, final = record_trained(trained, core)
+    next_order = None if final is None else decide_next_order(trained, core, final)
     return with_baselines(record, next_order, env)
 
 

@@ -133,14 +133,17 @@ class FastPolicy:
         return record
 
 
-def record_per_bar(core: TradingCore, policy: BarPolicy) -> pd.DataFrame:
+def record_per_bar(
+    core: TradingCore, policy: BarPolicy, start: Accounts | None = None
+) -> tuple[pd.DataFrame, Accounts | None]:
     """The backtest record of ``policy(obs, bar)`` over `core`'s range, one row a bar, as
     `FastPolicy.record_episode` gives it for a trained policy: `policy` is asked on each decision
     bar (the observation `core` gives the account there) and its action held on the bars between
     (a `TradingEnv` instead steps from decision to decision, one row each). A Python loop over
     the env's own kernel: for policies that are not one `MultiHeadPolicy`, such as a vote
-    (`training.evaluation.vote`)."""
-    log = _EpisodeLog(core, None)
+    (`training.evaluation.vote`). Returns the record and the final account, and takes a `start`
+    account, as `FastPolicy.record_episode` and its `final_accounts` do."""
+    log = _EpisodeLog(core, start)
     accounts, interval = log.accounts, core.params[ex.P_DECISION_INTERVAL]
     step = 0
     for step in range(1, log.actions.shape[0] + 1):
@@ -158,7 +161,7 @@ def record_per_bar(core: TradingCore, policy: BarPolicy) -> pd.DataFrame:
         log.log_account(step)
         if log.outcomes[k, ex.TERMINATED] > 0.0 or log.outcomes[k, ex.TRUNCATED] > 0.0:
             break
-    return log.finish(step)[0]
+    return log.finish(step)
 
 
 class _EpisodeLog:

@@ -6,7 +6,9 @@ on it: that decision is the order for the next open, the one a user acting on th
 
 `decide_next_order` takes the account where the backtest left it (`FastPolicy.final_accounts`),
 builds the observation the env would return at that bar (`TradingCore.observation`) and takes
-the policy's deterministic action, the most likely level of each head, as the backtest does.
+the policy's deterministic action, the most likely level of each head, as the backtest does. A
+vote (`training.evaluation.vote`) decides as it trades: each member's deterministic action on
+that observation, combined by `vote_action`.
 `describe_order` says in one line what the execution rules (`envs.execution`, step 1) do with
 that action at the next open; a test holds it to the kernel itself.
 """
@@ -20,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from agent import MultiHeadPolicy
 from envs import execution as ex
 from envs.core import Accounts, TradingCore
 from envs.market_data import time_labels
+from training.evaluation.vote import Trained, Vote, members_of, vote_action
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,11 @@ class NextOrder:
     close: float  # the last bar's close
     held: HeldPosition
     action: dict[str, Any]  # each head's chosen level, as `info["action"]` names it
-    probability: dict[str, float]  # head -> probability of its chosen level
+    # head -> probability of its chosen level (of a vote: the mean of its members')
+    probability: dict[str, float]
     order: str  # what the action does at the next open, one line (`describe_order`)
+    members: int = 1  # the policies that decided: a vote's members, or 1
+    agreement: dict[str, int] | None = None  # of a vote: head -> members that chose its level
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for `next_order.json`."""
@@ -80,12 +85,14 @@ class NextOrder:
         idle = " (no effect while flat)" if action["direction"] == "flat" else ""
         heads = [
             f"  {name:<9}  {text:<{width}}  p={self.probability[name]:.2f}"
+            + (f", {self.agreement[name]}/{self.members} members" if self.agreement else "")
             + (idle if name != "direction" else "")
             for name, text in shown.items()
         ]
+        by = f" by a vote of {self.members} policies" if self.members > 1 else ""
         return "\n".join(
             [
-                f"next order, decided on the close of {self.decided_at} ({self.close:,.6g}) "
+                f"next order, decided{by} on the close of {self.decided_at} ({self.close:,.6g}) "
                 "for the next bar's open:",
                 f"  holding    {holding}; equity {held.equity:,.2f}",
                 *heads,
@@ -94,8 +101,9 @@ class NextOrder:
         )
 
 
-def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Accounts) -> NextOrder:
-    """The deterministic decision of `policy` for account 0 of `accounts` at its current bar.
+def decide_next_order(trained: Trained, core: TradingCore, accounts: Accounts) -> NextOrder:
+    """The deterministic decision of `trained` (a policy, or a `Vote`) for account 0 of
+    `accounts` at its current bar.
 
     `accounts` must not be terminated (`FastPolicy.final_accounts` is None then). With
     `env.decision_interval` k > 1, a close that is not a decision bar (the episode's bars so far
@@ -103,15 +111,28 @@ def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Acco
     """
     bar = int(accounts.bars[0])
     observation = core.observation(accounts, 0)
-    policy.set_training_mode(False)
-    with torch.no_grad():
-        distribution = policy.head_distributions(observation)
-        levels = distribution.mode()[0].tolist()  # [3]: the level index of each head
-        heads = distribution.heads()
-        probability = {
-            name: heads[name].probs[0, level].item()
-            for name, level in zip(heads, levels, strict=True)
-        }
+    members = members_of(trained)
+    chosen, probabilities = [], []
+    for policy in members:
+        policy.set_training_mode(False)
+        with torch.no_grad():
+            distribution = policy.head_distributions(observation)
+            chosen.append(distribution.mode()[0].numpy())  # [3]: the level index of each head
+            probabilities.append({n: h.probs[0] for n, h in distribution.heads().items()})
+    actions = np.stack(chosen)  # [M, 3]
+    if isinstance(trained, Vote):
+        tables = (core.sides.tolist(), core.leverages.tolist(), core.risks.tolist())
+        levels = vote_action(actions, *tables).tolist()
+    else:
+        levels = actions[0].tolist()
+    names = list(probabilities[0])
+    probability = {
+        name: float(np.mean([p[name][level].item() for p in probabilities]))
+        for name, level in zip(names, levels, strict=True)
+    }
+    agreement = None
+    if isinstance(trained, Vote):
+        agreement = {name: int(np.sum(actions[:, i] == levels[i])) for i, name in enumerate(names)}
     action = core.action_names(np.array(levels))
     held = held_position(core, accounts)
     close = float(core.ohlc[bar, 3])
@@ -131,6 +152,8 @@ def decide_next_order(policy: MultiHeadPolicy, core: TradingCore, accounts: Acco
         action=action,
         probability=probability,
         order=order,
+        members=len(members),
+        agreement=agreement,
     )
 
 

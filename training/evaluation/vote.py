@@ -12,19 +12,22 @@ position the vote holds, as it would its own), and `vote_action` combines their 
   number of them, the lower of the two middle levels: the smaller leverage, the tighter stop).
   A member that votes for another side has no say in how the position is sized or stopped.
 
-`VotePolicy` is such a vote as a `BarPolicy` on one core's bars; `record_vote` runs it over the
-whole range. Each member runs as a `FastPolicy` (its deterministic actions, its trunk batched).
+`VotePolicy` is such a vote as a `BarPolicy` on one core's bars. `Vote` is the vote a run ships
+under `train.vote` (`training.run.vote`), and `record_trained` runs what a run ships, a single
+policy or a vote, over a range: what the backtest, the walk-forward and the benchmarks trade.
+Each member runs as a `FastPolicy` (its deterministic actions, its trunk batched).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from agent import MultiHeadPolicy
-from envs.core import TradingCore
+from envs.core import Accounts, TradingCore
 from training.evaluation.baselines import BarPolicy
 from training.evaluation.fast_inference import FastPolicy, record_per_bar
 
@@ -75,8 +78,42 @@ class VotePolicy:
         return vote_action(actions, self._sides, self._leverages, self._risks)
 
 
+@dataclass(frozen=True)
+class Vote:
+    """A vote of trained `policies` (at least one), each deterministic, by `vote_action`: what a
+    run ships under `train.vote` where its contest keeps the incumbent."""
+
+    policies: tuple[MultiHeadPolicy, ...]
+
+    def __post_init__(self) -> None:
+        if not self.policies:
+            raise ValueError("a vote needs at least one member")
+
+
+Trained = MultiHeadPolicy | Vote  # what a run ships: one policy, or a vote of several
+
+
+def members_of(trained: Trained) -> tuple[MultiHeadPolicy, ...]:
+    """The policies that decide for `trained`: a vote's members, or the one policy."""
+    return trained.policies if isinstance(trained, Vote) else (trained,)
+
+
+def record_trained(
+    trained: Trained, core: TradingCore, start: Accounts | None = None
+) -> tuple[pd.DataFrame, Accounts | None]:
+    """The backtest record of `trained` over `core`'s range (one row a bar) and the account at
+    its end (None when the episode was terminated). A policy runs through
+    `FastPolicy.record_episode`, a vote through `record_per_bar`; `start` continues an account
+    carried over from the range before (`FastPolicy.record_episode`)."""
+    if isinstance(trained, Vote):
+        members = [FastPolicy(policy, core) for policy in trained.policies]
+        return record_per_bar(core, VotePolicy(members, core), start)
+    fast = FastPolicy(trained, core)
+    record = fast.record_episode(start)
+    return record, fast.final_accounts
+
+
 def record_vote(policies: Sequence[MultiHeadPolicy], core: TradingCore) -> pd.DataFrame:
     """The backtest record of the vote of `policies` over `core`'s range (one row a bar, as
     `FastPolicy.record_episode` gives a single policy's), each member deterministic."""
-    members = [FastPolicy(policy, core) for policy in policies]
-    return record_per_bar(core, VotePolicy(members, core))
+    return record_trained(Vote(tuple(policies)), core)[0]

@@ -20,17 +20,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agent import MultiHeadPolicy
 from envs import EnvConfig, MarketData
 from envs.core import Accounts
 from envs.market_data import time_labels
 from training.evaluation.backtest import BacktestResult, evaluation_env, with_baselines
-from training.evaluation.fast_inference import FastPolicy
 from training.evaluation.metrics import format_metrics_table
 from training.evaluation.next_order import decide_next_order
 from training.evaluation.portfolio import combine_records
 from training.evaluation.report import AGENT
 from training.evaluation.selection import deflated_sharpe_ratio
+from training.evaluation.vote import Trained, record_trained
 
 FOLD_SUMMARY = ("total_return_pct", "sharpe", "max_drawdown_pct", "turnover_per_year")
 
@@ -63,7 +62,7 @@ def segments(market: MarketData, starts: Sequence[np.datetime64]) -> list[tuple[
 
 
 def trade_through(
-    policies: Sequence[MultiHeadPolicy],
+    policies: Sequence[Trained],
     market: MarketData,
     config: EnvConfig,
     starts: Sequence[np.datetime64],
@@ -84,10 +83,8 @@ def trade_through(
     for k, bars in parts:
         policy = policies[k]
         core = evaluation_env(market, config, bars).core
-        fast = FastPolicy(policy, core)
-        record = fast.record_episode(accounts)
+        record, accounts = record_trained(policy, core, accounts)
         records.append(record if not records else record.iloc[1:])
-        accounts = fast.final_accounts
         if accounts is None:  # liquidated or bankrupt: the account is over
             break
     assert policy is not None and core is not None

@@ -66,7 +66,9 @@ Each trained contender runs as an ordinary run folder, `<run>/incumbent/` and
 compared to `challenger.json`, which `training.run.contest_report` tells in the training log and
 in TensorBoard. With `train.restarts` > 1 the incumbent is a restarts run of its own
 (`training.run.restarts`): trained from that many seeds in `<run>/incumbent/restart_<n>/`, the
-one whose best pass scores highest is the incumbent; the challenger trains once.
+one whose best pass scores highest is the incumbent; the challenger trains once. With
+`train.vote`, where the incumbent is kept, the run ships the vote of its restarts and the
+challenger instead (`training.run.vote`), recorded in `challenger.json` as `vote`.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ from training.run.evidence import Evidence, training_evidence
 from training.run.folder import RunDir, build_policy
 from training.run.model_file import write_model_file
 from training.run.restarts import adopt
+from training.run.vote import ship_vote
 
 CONTENDERS = ("incumbent", "challenger", "hold")  # in the order they are compared
 TRAINED = CONTENDERS[:2]  # the contenders PPO trains; the hold policy is built
@@ -273,7 +276,7 @@ def keep_better_contender(
     The contenders are those of `CONTENDERS` with a folder in `run` (holding only with
     `rules.hold_margin`), each ranked by its best pass's validation score as the passes recorded
     it. `evidence` is the training bars' (`contest_evidence`); None reads as not measured, so no
-    test passes.
+    test passes. With `rules.vote`, a kept incumbent ships as a vote (`ship_vote`).
     """
     measured = evidence if evidence is not None else NOT_MEASURED
     names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
@@ -295,6 +298,8 @@ def keep_better_contender(
         kept = _hold_step(standings, rules, measured, kept, choice)
     adopt(run, run.contender(kept), standings.histories[kept])
     choice = {"kept": kept, **choice, "contenders": list(standings.rows.values())}
+    if (members := ship_vote(run, rules, kept)) is not None:
+        choice["vote"] = members
     write_json_atomic(run.contest, choice)
     return choice
 

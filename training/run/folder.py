@@ -8,7 +8,11 @@ one runs no code from it. They are saved here (`save_model_atomic`) and loaded b
 run's config (`load_model`): the policy is built in code from the run's `config.yaml`
 (`build_policy`, as `training.run.session.build_model` builds it for training), then only its
 tensors are read in. A model is found from a run folder or as a file next to (or, in
-`checkpoints/`, below) its run's config.yaml. `restore_checkpoint` continues a PPO model from a
+`checkpoints/`, below) its run's config.yaml. A run that ships a vote (`train.vote`,
+`training.run.vote`) names its members' model files in `vote.json`: `load_trained` loads what a
+run ships, a policy or such a vote, for the commands that trade it (backtest, walk-forward);
+`load_model` loads one policy, for those that read one (attention, heads, export), and refuses a
+vote's run folder by name, listing its members. `restore_checkpoint` continues a PPO model from a
 checkpoint: weights, optimizer state and timestep count. SB3 zips of earlier versions are found
 only to be refused by name: they hold pickled objects.
 
@@ -19,6 +23,7 @@ with `--resume`, never overwritten.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +37,7 @@ from stable_baselines3.common.utils import FloatSchedule
 from agent import MultiHeadPolicy, policy_of
 from envs.core import env_spaces
 from training.config import ConfigError, RunConfig, load_config
+from training.evaluation.vote import Trained, Vote
 from training.run.model_file import (
     SUFFIX,
     ModelError,
@@ -46,7 +52,8 @@ LEGACY_SUFFIX = ".zip"  # SB3 zips of earlier versions: found, to be refused by 
 _CHECKPOINT = re.compile(r"checkpoint_(\d+)_steps\.(safetensors|zip)$")
 # What a folder holding a training or walk-forward run has (`run_entries`).
 _RUN_ENTRY = re.compile(
-    r"config\.yaml|validation\.json|walkforward\.json|restarts\.json|challenger\.json|checkpoints"
+    r"config\.yaml|validation\.json|walkforward\.json|restarts\.json|challenger\.json|vote\.json"
+    r"|checkpoints"
     r"|tb|report|fold_\d+|restart_\d+|incumbent|challenger|hold"
     r"|(best|final)_model\.(safetensors|zip)"
 )
@@ -181,6 +188,12 @@ class RunDir:
         which one the run kept, as JSON (`training.run.challenger`)."""
         return self.root / "challenger.json"
 
+    @property
+    def vote(self) -> Path:
+        """With `train.vote`, where the contest kept the incumbent: the model files of the vote
+        the run ships, relative to the run's folder, as JSON (`training.run.vote`)."""
+        return self.root / "vote.json"
+
     def contender(self, name: str) -> RunDir:
         """The folder of contender `name` ("incumbent", "challenger" or "hold") of a run with
         a contest (`train.challenger`, `train.hold_margin`): an ordinary run folder of its own."""
@@ -238,13 +251,59 @@ def locate_model(path: Path) -> tuple[Path, Path]:
     )
 
 
+@dataclass(frozen=True)
+class LoadedTrained:
+    """What a run ships, loaded: one policy, or the vote of its members' policies."""
+
+    trained: Trained  # each policy built from its run's config, CPU, evaluation mode
+    config: RunConfig  # the run's (a vote's members share its env)
+    path: Path  # the model file, or the run's vote.json
+    run_dir: Path  # the folder holding the run's config.yaml
+
+
+def vote_members(root: Path) -> list[Path] | None:
+    """The model files of the vote that run folder `root` ships (its `vote.json`), or None
+    where it ships no vote. A listed file that is missing is a `ModelError` naming it."""
+    listed = RunDir(root).vote
+    if not listed.is_file():
+        return None
+    try:
+        members = [root / name for name in json.loads(listed.read_text())["members"]]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ModelError(f"{listed}: not a vote's member list ({error})") from None
+    missing = [str(path) for path in members if not path.is_file()]
+    if missing or not members:
+        raise ModelError(f"{listed}: lists member model files that are missing: {missing}")
+    return members
+
+
+def load_trained(path: Path) -> LoadedTrained:
+    """Load what a run ships (a run folder, or a model file: `load_model`): a run folder with a
+    `vote.json` gives the vote of its members (each loaded by `load_model`), anything else the
+    one policy `load_model` gives."""
+    members = vote_members(path) if path.is_dir() else None
+    if members is None:
+        loaded = load_model(path)
+        return LoadedTrained(loaded.policy, loaded.config, loaded.path, loaded.run_dir)
+    policies = tuple(load_model(member).policy for member in members)
+    return LoadedTrained(Vote(policies), load_config(RunDir(path).config), RunDir(path).vote, path)
+
+
 def load_model(path: Path) -> LoadedModel:
     """Load a model saved by `training.train` (a run folder or a model file) with its config.
 
     The policy is built from the config (`build_policy`) and the file's tensors are loaded into
     it after checking them (`training.run.model_file`); nothing in the file is run. Any file that
-    is not such a model, or does not fit the config, is a `ModelError` naming it.
+    is not such a model, or does not fit the config, is a `ModelError` naming it, and so is a run
+    folder that ships a vote (`load_trained` loads that): the error lists its members, each a
+    model file to pass instead.
     """
+    members = vote_members(path) if path.is_dir() else None
+    if members is not None:
+        raise ModelError(
+            f"{path}: ships a vote of {len(members)} policies (vote.json), and this reads one "
+            f"policy: pass one of its members, {', '.join(str(m) for m in members)}"
+        )
     model_path, run_dir = locate_model(path)
     saved = read_model_file(model_path)  # refuses anything but our format before building
     config = load_config(RunDir(run_dir).config)

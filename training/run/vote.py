@@ -1,0 +1,62 @@
+"""The vote a run ships under `train.vote`: where its contest keeps the incumbent, the vote of every
+incumbent restart and the challenger, each at its best validation pass.
+
+Several PPO trainings of one config on one series end in quite different places, and validation
+picks among them little better than chance (benchmarks/RESULTS.md, sixty-first to sixty-fourth
+rounds); a vote (`training.evaluation.vote`) keeps what most of them agree on instead of betting on
+the one validation picked. It replaces only the incumbent: where the contest keeps the challenger
+(the prior over collapsed incumbents, which a vote of those incumbents would outvote) or holding,
+the run ships that as before. No validation score picks the vote, so no new choice is made on the
+validation range.
+
+`ship_vote`, called as the contest ends (`training.run.challenger.keep_better_contender`), writes
+the members' model files, relative to the run's folder, to `<run>/vote.json`, or removes a
+`vote.json` a contest held again no longer keeps. The run's own best model stays the incumbent
+the restarts kept, for the commands that read one policy (`training.run.folder.load_model`);
+`training.run.folder.load_trained` loads the vote for the commands that trade what the run ships.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from training.config import TrainConfig
+from training.run.atomic import write_json_atomic
+from training.run.folder import ModelError, RunDir, locate_model
+
+RULE = (
+    "side: the one more than half of the members choose, else flat; leverage and risk: the "
+    "median level of the members on that side (the lower middle one of an even count)"
+)
+
+
+def member_folders(run: RunDir) -> list[RunDir]:
+    """The folders of `run`'s vote, in order: each incumbent restart's (`incumbent/restart_<n>`,
+    by n), then the challenger's. A `ModelError` where the run trained no incumbent restarts or
+    no challenger."""
+    incumbent = run.contender("incumbent").root
+    restarts = sorted(incumbent.glob("restart_*"), key=lambda path: int(path.name.split("_")[1]))
+    challenger = run.contender("challenger")
+    if not restarts or not challenger.root.is_dir():
+        raise ModelError(
+            f"{run.root}: no incumbent restarts or no challenger to vote; train it with "
+            "train.restarts >= 2 and train.challenger"
+        )
+    return [*(RunDir(path) for path in restarts), challenger]
+
+
+def member_models(run: RunDir) -> list[Path]:
+    """The model file of each of `run`'s `member_folders`: its best model, else its final one."""
+    return [locate_model(folder.root)[0] for folder in member_folders(run)]
+
+
+def ship_vote(run: RunDir, rules: TrainConfig, kept: str) -> list[str] | None:
+    """Where `rules.vote` is set and the contest kept the `incumbent` (`kept`), write `run`'s
+    vote (its `member_models`, relative to `run`'s folder) to `run.vote` and return them; else
+    remove any `run.vote` and return None."""
+    if not (rules.vote and kept == "incumbent"):
+        run.vote.unlink(missing_ok=True)
+        return None
+    members = [str(path.relative_to(run.root)) for path in member_models(run)]
+    write_json_atomic(run.vote, {"members": members, "rule": RULE})
+    return members
