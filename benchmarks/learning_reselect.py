@@ -254,7 +254,8 @@ def _reselect_run(
     from training.evaluation.selection import best_pass
     from training.run.challenger import contest_evidence, keep_better_contender
     from training.run.data import RunData
-    from training.run.folder import RunDir, load_trained
+    from training.run.folder import RunDir
+    from training.run.vote import load_trained
 
     torch.set_num_threads(1)
     result, new_out, overrides, n_fresh, plan = args

@@ -142,12 +142,13 @@ def training_bars_growth(market: Any, train: range) -> float:
 
 def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> dict[str, Any]:
     """What the run `run_root` ships (trained on series `seed` of `kind`: a policy, or a vote,
-    `training.run.folder.load_trained`), loaded once and scored on fresh series
+    `training.run.vote.load_trained`), loaded once and scored on fresh series
     (`score_on_fresh_series`) and, for a policy on the `VOLATILITY_KINDS` and
     `DIRECTION_KINDS`, probed (`volatility_probe`, `direction_probe`: they probe one policy, so
     a vote has none)."""
     from training.evaluation.vote import Vote
-    from training.run.folder import load_model, load_trained
+    from training.run.folder import load_model
+    from training.run.vote import load_trained
 
     loaded = load_trained(run_root)
     scores = score_on_fresh_series(kind, seed, loaded, n_fresh)

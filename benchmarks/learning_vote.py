@@ -105,7 +105,8 @@ def _vote_result(
     from training.evaluation.backtest import evaluation_env
     from training.evaluation.metrics import record_metrics
     from training.evaluation.vote import Vote, record_trained
-    from training.run.folder import LoadedTrained, load_model
+    from training.run.folder import load_model
+    from training.run.vote import LoadedTrained
 
     torch.set_num_threads(1)
     paths = vote_members(source)

@@ -18,9 +18,10 @@ from training.evaluation.vote import Vote, record_trained
 from training.evaluation.walkforward import trade_through
 from training.export import main as export_main
 from training.run.challenger import keep_better_contender
+from training.run.contest_report import format_contest
 from training.run.data import RunData
-from training.run.folder import ModelError, RunDir, load_model, load_trained
-from training.run.vote import RULE, member_models
+from training.run.folder import ModelError, RunDir, load_model
+from training.run.vote import RULE, load_trained, member_models
 from training.train import MIN_EVALUATION_STEPS, evaluation_envs
 from training.train import main as train_main
 
@@ -59,6 +60,9 @@ def test_a_run_ships_the_vote_of_its_restarts_and_challenger_where_the_incumbent
     contest = json.loads((run / "challenger.json").read_text())
     assert contest["kept"] == "incumbent" and contest["vote"] == MEMBERS
     assert "the contest kept the incumbent: a vote of 3 policies" in log
+    assert "the incumbent competed as its restart 1" in log
+    # The run's own model is restart 1's, the one policy a vote's incumbent competed as
+    assert (run / "best_model.safetensors").read_bytes() == (run / MEMBERS[0]).read_bytes()
     assert str(run / "vote.json") in log
     loaded = load_trained(run)
     assert isinstance(loaded.trained, Vote) and len(loaded.trained.policies) == 3
@@ -103,52 +107,59 @@ def test_a_contest_held_again_without_the_vote_ships_the_incumbent(voted, tmp_pa
     assert not isinstance(load_trained(run).trained, Vote)
 
 
-def _contest(root: Path, sharpes: dict[str, float]) -> RunDir:
-    """A run with two incumbent restarts and a challenger, each validated once at its Sharpe
-    (the incumbent's the better restart's) and with a best model of its own bytes."""
+def _contest(root: Path, restarts: tuple[float, float], challenger: float) -> RunDir:
+    """A run with two incumbent restarts and a challenger, each validated once at its Sharpe,
+    each with a best model of its own bytes; the incumbent is its better restart, as
+    `keep_best_restart` leaves it."""
     run = RunDir(root)
-    folders = {
-        "incumbent": run.contender("incumbent"),
-        "restart_1": run.contender("incumbent").restart(1),
-        "restart_2": run.contender("incumbent").restart(2),
-        "challenger": run.contender("challenger"),
+    incumbent = run.contender("incumbent")
+    better = incumbent.restart(1 + int(restarts[1] > restarts[0]))
+    sharpes = {
+        incumbent.restart(1): restarts[0],
+        incumbent.restart(2): restarts[1],
+        run.contender("challenger"): challenger,
+        incumbent: max(restarts),
     }
-    for name, folder in folders.items():
-        folder.root.mkdir(parents=True)
-        sharpe = sharpes["challenger" if name == "challenger" else "incumbent"]
+    for folder, sharpe in sharpes.items():
+        folder.root.mkdir(parents=True, exist_ok=True)
         folder.validation_history.write_text(
             json.dumps([{"timesteps": 128, "sharpe": sharpe, "years": 4.0}])
         )
-        folder.best_model.write_bytes(name.encode())
+        source = better if folder == incumbent else folder
+        folder.best_model.write_bytes(str(source.root.relative_to(root)).encode())
     return run
 
 
 @pytest.mark.parametrize(
-    ("challenger", "vote", "shipped"),
+    ("restarts", "challenger", "vote", "kept", "adopted"),
     [
-        (0.5, True, True),  # the incumbent kept: its restarts and the challenger vote
-        (2.0, True, False),  # the challenger kept: it ships alone
-        (0.5, False, False),  # no train.vote: the incumbent ships alone
+        # The incumbent kept: its restarts and the challenger vote; it competed as restart 1
+        ((1.0, 0.5), 0.5, True, "incumbent", "incumbent/restart_1"),
+        ((1.0, 0.5), 2.0, True, "challenger", "challenger"),  # the challenger ships alone
+        ((1.0, 0.5), 0.5, False, "incumbent", "incumbent/restart_1"),  # no vote: alone
+        # Restart 2 validated best, yet a vote picks no restart: the challenger's 1.5 beats
+        # restart 1's 0.5 by more than the margin, 0.75, so it is kept; without the vote, the
+        # best restart's 2.0 keeps the incumbent
+        ((0.5, 2.0), 1.5, True, "challenger", "challenger"),
+        ((0.5, 2.0), 1.5, False, "incumbent", "incumbent/restart_2"),
     ],
 )
-def test_the_vote_ships_only_where_the_contest_keeps_the_incumbent(
-    tmp_path, challenger, vote, shipped
+def test_the_vote_ships_only_where_the_contest_keeps_its_restart_1(
+    tmp_path, restarts, challenger, vote, kept, adopted
 ):
-    run = _contest(tmp_path, {"incumbent": 1.0, "challenger": challenger})
+    run = _contest(tmp_path, restarts, challenger)
     run.vote.write_text("{}")  # an earlier contest's vote: replaced or removed
-    rules = resolve_config(
-        None,
-        [
-            'train.challenger=["train.direction_outcomes=1"]',
-            "train.restarts=2",
-            f"train.vote={str(vote).lower()}",
-        ],
-    ).train
+    overrides = ['train.challenger=["train.direction_outcomes=1"]', "train.restarts=2"]
+    rules = resolve_config(None, [*overrides, f"train.vote={str(vote).lower()}"]).train
     choice = keep_better_contender(run, rules)
+    assert choice["kept"] == kept and run.best_model.read_text() == adopted
+    shipped = vote and kept == "incumbent"
     assert ("vote" in choice) == shipped and run.vote.is_file() == shipped
+    assert ("incumbent_restart" in choice) == vote
     if shipped:
         assert [p.relative_to(run.root).as_posix() for p in member_models(run)] == MEMBERS
         assert json.loads(run.vote.read_text())["members"] == MEMBERS
+        assert "ships the vote of incumbent/restart_1" in format_contest(choice)
 
 
 def test_a_vote_needs_a_challenger_and_restarts() -> None:

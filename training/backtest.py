@@ -46,7 +46,8 @@ from training.evaluation.backtest import (
     write_report,
 )
 from training.run.data import load_run_market
-from training.run.folder import ModelError, RunDir, load_trained
+from training.run.folder import ModelError, RunDir
+from training.run.vote import load_trained
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

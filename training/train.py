@@ -62,7 +62,7 @@ from training.run.challenger import (
 )
 from training.run.contest_report import format_contest, log_contest, spoken_list
 from training.run.data import RunData, instrument_name, with_bars_per_year
-from training.run.folder import ModelError, RunDir, load_trained
+from training.run.folder import ModelError, RunDir
 from training.run.model_file import write_model_file
 from training.run.restarts import (
     RestartState,
@@ -73,6 +73,7 @@ from training.run.restarts import (
     restart_state,
 )
 from training.run.session import fit, prepare_torch
+from training.run.vote import load_trained
 
 MIN_EVALUATION_STEPS = 20  # an instrument is validated / tested on a range of this many decisions
 

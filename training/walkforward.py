@@ -59,7 +59,8 @@ from training.evaluation.walkforward import (
 from training.run.atomic import write_json_atomic
 from training.run.challenger import read_contest
 from training.run.data import RunData, instrument_name, load_run_markets, with_bars_per_year
-from training.run.folder import ModelError, RunDir, load_trained
+from training.run.folder import ModelError, RunDir
+from training.run.vote import load_trained
 from training.train import train
 
 

@@ -67,8 +67,9 @@ compared to `challenger.json`, which `training.run.contest_report` tells in the 
 in TensorBoard. With `train.restarts` > 1 the incumbent is a restarts run of its own
 (`training.run.restarts`): trained from that many seeds in `<run>/incumbent/restart_<n>/`, the
 one whose best pass scores highest is the incumbent; the challenger trains once. With
-`train.vote`, where the incumbent is kept, the run ships the vote of its restarts and the
-challenger instead (`training.run.vote`), recorded in `challenger.json` as `vote`.
+`train.vote` the incumbent competes as its restart 1 (`ranked_folder`), and where it is kept the
+run ships the vote of its restarts and the challenger instead (`training.run.vote`), recorded in
+`challenger.json` as `vote`.
 """
 
 from __future__ import annotations
@@ -217,9 +218,10 @@ class _Standings:
     years: float | None
 
     @classmethod
-    def read(cls, run: RunDir, names: Sequence[str]) -> _Standings:
-        """The standings of `run`'s contenders `names`, from their validation histories."""
-        histories = {name: read_validation_history(run.contender(name)) for name in names}
+    def read(cls, folders: Mapping[str, RunDir]) -> _Standings:
+        """The standings of the contenders in `folders` (name -> the folder that ranks it),
+        from their validation histories."""
+        histories = {name: read_validation_history(folder) for name, folder in folders.items()}
         rows: dict[str, dict[str, Any]] = {}
         standard_errors: dict[str, float] = {}
         exposures: dict[str, float | None] = {}
@@ -282,7 +284,8 @@ def keep_better_contender(
     names = [name for name in CONTENDERS if run.contender(name).root.is_dir()]
     if rules.hold_margin is None and "hold" in names:
         names.remove("hold")
-    standings = _Standings.read(run, names)
+    folders = {name: ranked_folder(run, name, rules) for name in names}
+    standings = _Standings.read(folders)
     kept = "incumbent"
     choice: dict[str, Any] = {
         "select_by": rules.select_by,
@@ -296,12 +299,24 @@ def keep_better_contender(
         kept = _challenger_step(standings, rules, measured, choice)
     if "hold" in standings.rows:
         kept = _hold_step(standings, rules, measured, kept, choice)
-    adopt(run, run.contender(kept), standings.histories[kept])
+    adopt(run, folders[kept], standings.histories[kept])
     choice = {"kept": kept, **choice, "contenders": list(standings.rows.values())}
+    if rules.vote:
+        choice["incumbent_restart"] = 1  # `ranked_folder`
     if (members := ship_vote(run, rules, kept)) is not None:
         choice["vote"] = members
     write_json_atomic(run.contest, choice)
     return choice
+
+
+def ranked_folder(run: RunDir, name: str, rules: TrainConfig) -> RunDir:
+    """The folder whose validation history ranks contender `name` of `run`, and whose model the
+    run adopts where it is kept: the contender's own, but under `rules.vote` the incumbent's
+    restart 1 (`train.seed`'s). A vote chooses no restart, and the best of several restarts'
+    validation scores is biased upwards, so the incumbent competes as the restart no one
+    chose, as it does with one training."""
+    folder = run.contender(name)
+    return folder.restart(1) if name == "incumbent" and rules.vote else folder
 
 
 def _challenger_step(

@@ -108,6 +108,16 @@ def format_contest(choice: dict[str, Any]) -> str:
             best += f", long from a flat account on {row['long_share_pct']:.0f}% of the bars"
         mark = "  <- kept" if row["contender"] == choice["kept"] else ""
         lines.append(f"  {row['contender']}: {best}{mark}")
+    if "incumbent_restart" in choice:  # train.vote (`training.run.vote`)
+        lines.append(
+            f"  the incumbent competed as its restart {choice['incumbent_restart']} (train.vote: "
+            "a vote picks no restart)"
+        )
+    if choice.get("vote"):
+        lines.append(
+            f"  the run ships the vote of {spoken_list(choice['vote'])} (vote.json), not the "
+            "incumbent alone"
+        )
     return "\n".join(lines)
 
 

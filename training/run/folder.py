@@ -8,9 +8,9 @@ one runs no code from it. They are saved here (`save_model_atomic`) and loaded b
 run's config (`load_model`): the policy is built in code from the run's `config.yaml`
 (`build_policy`, as `training.run.session.build_model` builds it for training), then only its
 tensors are read in. A model is found from a run folder or as a file next to (or, in
-`checkpoints/`, below) its run's config.yaml. A run that ships a vote (`train.vote`,
-`training.run.vote`) names its members' model files in `vote.json`: `load_trained` loads what a
-run ships, a policy or such a vote, for the commands that trade it (backtest, walk-forward);
+`checkpoints/`, below) its run's config.yaml. A run that ships a vote (`train.vote`) names its
+members' model files in `vote.json` (`vote_members`): `training.run.vote.load_trained` loads what
+a run ships, a policy or such a vote, for the commands that trade it (backtest, walk-forward);
 `load_model` loads one policy, for those that read one (attention, heads, export), and refuses a
 vote's run folder by name, listing its members. `restore_checkpoint` continues a PPO model from a
 checkpoint: weights, optimizer state and timestep count. SB3 zips of earlier versions are found
@@ -37,7 +37,6 @@ from stable_baselines3.common.utils import FloatSchedule
 from agent import MultiHeadPolicy, policy_of
 from envs.core import env_spaces
 from training.config import ConfigError, RunConfig, load_config
-from training.evaluation.vote import Trained, Vote
 from training.run.model_file import (
     SUFFIX,
     ModelError,
@@ -251,16 +250,6 @@ def locate_model(path: Path) -> tuple[Path, Path]:
     )
 
 
-@dataclass(frozen=True)
-class LoadedTrained:
-    """What a run ships, loaded: one policy, or the vote of its members' policies."""
-
-    trained: Trained  # each policy built from its run's config, CPU, evaluation mode
-    config: RunConfig  # the run's (a vote's members share its env)
-    path: Path  # the model file, or the run's vote.json
-    run_dir: Path  # the folder holding the run's config.yaml
-
-
 def vote_members(root: Path) -> list[Path] | None:
     """The model files of the vote that run folder `root` ships (its `vote.json`), or None
     where it ships no vote. A listed file that is missing is a `ModelError` naming it."""
@@ -277,26 +266,14 @@ def vote_members(root: Path) -> list[Path] | None:
     return members
 
 
-def load_trained(path: Path) -> LoadedTrained:
-    """Load what a run ships (a run folder, or a model file: `load_model`): a run folder with a
-    `vote.json` gives the vote of its members (each loaded by `load_model`), anything else the
-    one policy `load_model` gives."""
-    members = vote_members(path) if path.is_dir() else None
-    if members is None:
-        loaded = load_model(path)
-        return LoadedTrained(loaded.policy, loaded.config, loaded.path, loaded.run_dir)
-    policies = tuple(load_model(member).policy for member in members)
-    return LoadedTrained(Vote(policies), load_config(RunDir(path).config), RunDir(path).vote, path)
-
-
 def load_model(path: Path) -> LoadedModel:
     """Load a model saved by `training.train` (a run folder or a model file) with its config.
 
     The policy is built from the config (`build_policy`) and the file's tensors are loaded into
     it after checking them (`training.run.model_file`); nothing in the file is run. Any file that
     is not such a model, or does not fit the config, is a `ModelError` naming it, and so is a run
-    folder that ships a vote (`load_trained` loads that): the error lists its members, each a
-    model file to pass instead.
+    folder that ships a vote (`training.run.vote.load_trained` loads that): the error lists its
+    members, each a model file to pass instead.
     """
     members = vote_members(path) if path.is_dir() else None
     if members is not None:

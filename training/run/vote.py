@@ -11,18 +11,21 @@ validation range.
 
 `ship_vote`, called as the contest ends (`training.run.challenger.keep_better_contender`), writes
 the members' model files, relative to the run's folder, to `<run>/vote.json`, or removes a
-`vote.json` a contest held again no longer keeps. The run's own best model stays the incumbent
-the restarts kept, for the commands that read one policy (`training.run.folder.load_model`);
-`training.run.folder.load_trained` loads the vote for the commands that trade what the run ships.
+`vote.json` a contest held again no longer keeps. In that contest the incumbent competes as its
+restart 1 (`training.run.challenger.ranked_folder`), whose model is the run's own best model, for
+the commands that read one policy (`training.run.folder.load_model`); `load_trained` loads the
+vote for the commands that trade what the run ships.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from training.config import TrainConfig
+from training.config import RunConfig, TrainConfig, load_config
+from training.evaluation.vote import Trained, Vote
 from training.run.atomic import write_json_atomic
-from training.run.folder import ModelError, RunDir, locate_model
+from training.run.folder import ModelError, RunDir, load_model, locate_model, vote_members
 
 RULE = (
     "side: the one more than half of the members choose, else flat; leverage and risk: the "
@@ -60,3 +63,25 @@ def ship_vote(run: RunDir, rules: TrainConfig, kept: str) -> list[str] | None:
     members = [str(path.relative_to(run.root)) for path in member_models(run)]
     write_json_atomic(run.vote, {"members": members, "rule": RULE})
     return members
+
+
+@dataclass(frozen=True)
+class LoadedTrained:
+    """What a run ships, loaded: one policy, or the vote of its members' policies."""
+
+    trained: Trained  # each policy built from its run's config, CPU, evaluation mode
+    config: RunConfig  # the run's (a vote's members share its env)
+    path: Path  # the model file, or the run's vote.json
+    run_dir: Path  # the folder holding the run's config.yaml
+
+
+def load_trained(path: Path) -> LoadedTrained:
+    """Load what a run ships (a run folder, or a model file: `load_model`): a run folder with a
+    `vote.json` gives the vote of its members (each loaded by `load_model`), anything else the
+    one policy `load_model` gives."""
+    members = vote_members(path) if path.is_dir() else None
+    if members is None:
+        loaded = load_model(path)
+        return LoadedTrained(loaded.policy, loaded.config, loaded.path, loaded.run_dir)
+    policies = tuple(load_model(member).policy for member in members)
+    return LoadedTrained(Vote(policies), load_config(RunDir(path).config), RunDir(path).vote, path)
