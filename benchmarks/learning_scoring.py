@@ -98,7 +98,9 @@ VOLATILITY_KINDS = ("volatility_regimes", "turbulence_regimes")
 
 def contest_fields(contest: dict[str, Any] | None) -> dict[str, Any]:
     """A run's contest (`challenger.json`'s content; None: the run held none) as result fields:
-    `contender_kept` ("incumbent", "challenger" or "hold"; None without a contest) and the
+    `contender_kept` ("incumbent", "challenger" or "hold", "vote (incumbent)" where the run ships
+    the vote of its incumbent, `train.vote`, as `learning_vote` names it; None without a
+    contest) and the
     training bars' evidence it read (`training.run.evidence`), `evidence_momentum_p`,
     `evidence_tail_p`, `evidence_persistence_p`, the halves' reading, `evidence_halves_p`, and
     the momentum p-value a reversal level discounted, `evidence_momentum_reversal_p` (None where
@@ -108,7 +110,9 @@ def contest_fields(contest: dict[str, Any] | None) -> dict[str, Any]:
     contest = contest or {}
     evidence = asdict(recorded_evidence(contest))
     return {
-        "contender_kept": contest.get("kept"),
+        "contender_kept": f"vote ({contest['kept']})"
+        if contest.get("vote")
+        else contest.get("kept"),
         **{f"evidence_{test}_p": p for test, p in evidence.items()},
     }
 
