@@ -213,7 +213,7 @@ def _reselect_plan(cfg: Any, label: str, runs: Sequence[str]) -> dict[str, str]:
         trained = [root.contender(name) for name in TRAINED if root.contender(name).root.is_dir()]
         held = root.contender("hold")
         trained = trained or ([] if held.root.is_dir() else [root])
-        candidates[False] += [*trained, *(r for folder in trained for r in _restarts(folder))]
+        candidates[False] += [*trained, *(r for folder in trained for r in folder.restarts())]
         candidates[True] += [held] if held.root.is_dir() else []
     trains_as = {
         folder.root: _reads_as(load_config(folder.config))
@@ -333,15 +333,6 @@ def _take_contenders(cfg: Any, source: Any, run: Any, plan: dict[str, str]) -> N
         return
     for name, part_cfg in contest_configs(cfg, run).items():
         _keep_pass(RunDir(Path(plan[name])), run.contender(name), part_cfg, select_by)
-
-
-def _restarts(folder: Any) -> list[Any]:
-    """The restart folders of the run folder `folder` (a `RunDir`), by number; none without
-    restarts."""
-    from training.run.folder import RunDir
-
-    found = (path for path in folder.root.glob("restart_*") if path.name[8:].isdigit())
-    return [RunDir(path) for path in sorted(found, key=lambda path: int(path.name[8:]))]
 
 
 def _keep_pass(source: Any, target: Any, config: Any, select_by: str) -> None:

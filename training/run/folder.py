@@ -203,6 +203,11 @@ class RunDir:
         ordinary run folder of its own."""
         return RunDir(self.root / f"restart_{number}")
 
+    def restarts(self) -> list[RunDir]:
+        """The restart folders this run holds (`restart`), by number; [] without restarts."""
+        found = (path for path in self.root.glob("restart_*") if path.name[8:].isdigit())
+        return [RunDir(path) for path in sorted(found, key=lambda path: int(path.name[8:]))]
+
     def checkpoint(self, timesteps: int) -> Path:
         """Path of the checkpoint taken at `timesteps`."""
         return self.checkpoints / f"checkpoint_{timesteps}_steps{SUFFIX}"

@@ -37,15 +37,14 @@ def member_folders(run: RunDir) -> list[RunDir]:
     """The folders of `run`'s vote, in order: each incumbent restart's (`incumbent/restart_<n>`,
     by n), then the challenger's. A `ModelError` where the run trained no incumbent restarts or
     no challenger."""
-    incumbent = run.contender("incumbent").root
-    restarts = sorted(incumbent.glob("restart_*"), key=lambda path: int(path.name.split("_")[1]))
+    restarts = run.contender("incumbent").restarts()
     challenger = run.contender("challenger")
     if not restarts or not challenger.root.is_dir():
         raise ModelError(
             f"{run.root}: no incumbent restarts or no challenger to vote; train it with "
             "train.restarts >= 2 and train.challenger"
         )
-    return [*(RunDir(path) for path in restarts), challenger]
+    return [*restarts, challenger]
 
 
 def member_models(run: RunDir) -> list[Path]:
