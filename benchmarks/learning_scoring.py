@@ -151,15 +151,13 @@ def score_trained_agent(kind: str, seed: int, run_root: Path, n_fresh: int) -> d
     `DIRECTION_KINDS`, probed (`volatility_probe`, `direction_probe`: they probe one policy, so
     a vote has none)."""
     from training.evaluation.vote import Vote
-    from training.run.folder import load_model
     from training.run.vote import load_trained
 
     loaded = load_trained(run_root)
     scores = score_on_fresh_series(kind, seed, loaded, n_fresh)
     if isinstance(loaded.trained, Vote):
         return scores
-    model = load_model(run_root)
-    return {**scores, **volatility_probe(kind, seed, model), **direction_probe(kind, seed, model)}
+    return {**scores, **volatility_probe(kind, seed, loaded), **direction_probe(kind, seed, loaded)}
 
 
 def score_on_fresh_series(kind: str, seed: int, loaded: Any, n_fresh: int) -> dict[str, Any]:
@@ -421,19 +419,20 @@ def held_by_state(equity_csv: Path, state: Any, tail: range) -> dict[str, float]
     return found
 
 
-def _tail_env(kind: str, seed: int, model: Any) -> tuple[Any, Any]:
+def _tail_env(kind: str, seed: int, loaded: Any) -> tuple[Any, Any]:
     """The probes' series and env: series `seed` of `kind`, and an evaluation env over its tail
-    under the agent `model`'s env config. The probes read the tail's decision bars from a flat
+    under the agent `loaded`'s env config. The probes read the tail's decision bars from a flat
     account with its initial equity (`training.evaluation.lean`, which validation's direction
     lean reads too)."""
     from training.evaluation.backtest import evaluation_env
 
     series, split = synthetic_series(kind, seed)
-    return series, evaluation_env(series.market, model.config.env, split.splits[0].test)
+    return series, evaluation_env(series.market, loaded.config.env, split.splits[0].test)
 
 
-def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
-    """What the agent `model` (a `LoadedModel`) decides when only the volatility level changes.
+def volatility_probe(kind: str, seed: int, loaded: Any) -> dict[str, float]:
+    """What the agent `loaded` (a `LoadedTrained` of one policy) decides when only the
+    volatility level changes.
 
     On the `VOLATILITY_KINDS` only (else {}): at every decision bar of the tail of series
     `seed`, the observation the agent would see from a flat account (`_tail_env`),
@@ -451,8 +450,8 @@ def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
 
     from training.evaluation.lean import flat_account_observations
 
-    config = model.config.env
-    series, env = _tail_env(kind, seed, model)
+    config = loaded.config.env
+    series, env = _tail_env(kind, seed, loaded)
     _, obs = flat_account_observations(env)
     core = env.core
     names = config.feature_names
@@ -465,7 +464,7 @@ def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
         probe[:, :, level] = math.log(vol * per_year)
         probe[:, :, trend] = 0.0
         with torch.no_grad():
-            heads = model.policy.head_distributions({**obs, "market": probe}).heads()
+            heads = loaded.trained.head_distributions({**obs, "market": probe}).heads()
         leverage = heads["leverage"].probs @ levels  # [N]
         flat = heads["direction"].probs[:, config.flat_direction_index]  # [N]
         found[f"probe_leverage_state{k}"] = float(leverage.mean())
@@ -476,8 +475,8 @@ def volatility_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
 DIRECTION_KINDS = ("trend_regimes",)  # kinds whose hidden state is which way the market goes
 
 
-def direction_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
-    """Whether the agent `model`'s direction head reads the hidden trend, apart from how far it
+def direction_probe(kind: str, seed: int, loaded: Any) -> dict[str, float]:
+    """Whether the agent `loaded`'s direction head reads the hidden trend, apart from how far it
     leans to one side.
 
     On the `DIRECTION_KINDS` only (else {}): at every decision bar of the tail of series `seed`,
@@ -494,8 +493,8 @@ def direction_probe(kind: str, seed: int, model: Any) -> dict[str, float]:
         return {}
     from training.evaluation.lean import decision_bars, long_probabilities
 
-    series, env = _tail_env(kind, seed, model)
-    long = long_probabilities(model.policy, env)  # [N]
+    series, env = _tail_env(kind, seed, loaded)
+    long = long_probabilities(loaded.trained, env)  # [N]
     up = series.state[decision_bars(env) + 1] == series.params["state_names"].index("up")  # [N]
     return {"probe_long_share": float((long > 0.5).mean()), "probe_long_auc": rank_auc(long, up)}
 

@@ -904,7 +904,7 @@ def test_vote_scores_the_vote_of_a_runs_restarts_and_challenger_where_a_policy_w
 
     from training.evaluation.backtest import evaluation_env
     from training.evaluation.metrics import record_metrics
-    from training.evaluation.vote import record_vote
+    from training.evaluation.vote import Vote, record_trained
     from training.run.folder import load_model
     from training.train import main
 
@@ -953,7 +953,7 @@ def test_vote_scores_the_vote_of_a_runs_restarts_and_challenger_where_a_policy_w
     assert voted["contender_kept"] == "vote (incumbent)" and "probe_long_auc" not in voted
     series, split = learning_scoring.synthetic_series("trend_regimes", 0)
     env = evaluation_env(series.market, models[0].config.env, split.splits[0].test)
-    record = record_vote([m.policy for m in models], env.core)
+    record = record_trained(Vote(tuple(m.policy for m in models)), env.core)[0]
     agent = record_metrics(record, bars_per_year=env.core.bars_per_year)
     assert voted["turnover_per_year"] == agent["turnover_per_year"]
     assert voted["share"] == learning_scoring.tail_figures(agent, 0.1, 0.5)["share"]

@@ -14,7 +14,7 @@ from envs import TradingEnv, load_market_data
 from training.config import load_config
 from training.evaluation.baselines import constant
 from training.evaluation.fast_inference import FastPolicy, record_per_bar
-from training.evaluation.vote import VotePolicy, record_vote, vote_action
+from training.evaluation.vote import Vote, VotePolicy, record_trained, vote_action
 from training.run.folder import load_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_a_vote_of_copies_of_one_policy_is_that_policy_bar_for_bar(smoke_run) ->
     single = FastPolicy(policy, core).record_episode()
     assert single["direction"].iloc[1:].nunique() >= 2  # not a constant policy
     pd.testing.assert_frame_equal(record_per_bar(core, FastPolicy(policy, core))[0], single)
-    pd.testing.assert_frame_equal(record_vote([policy] * 3, core), single)
+    pd.testing.assert_frame_equal(record_trained(Vote((policy,) * 3), core)[0], single)
 
 
 def test_a_vote_trades_what_its_majority_decides(smoke_run) -> None:

@@ -120,19 +120,16 @@ def decide_next_order(trained: Trained, core: TradingCore, accounts: Accounts) -
             chosen.append(distribution.mode()[0].numpy())  # [3]: the level index of each head
             probabilities.append({n: h.probs[0] for n, h in distribution.heads().items()})
     actions = np.stack(chosen)  # [M, 3]
+    names = list(probabilities[0])
+    levels, agreement = actions[0].tolist(), None
     if isinstance(trained, Vote):
         tables = (core.sides.tolist(), core.leverages.tolist(), core.risks.tolist())
         levels = vote_action(actions, *tables).tolist()
-    else:
-        levels = actions[0].tolist()
-    names = list(probabilities[0])
+        agreement = {name: int(np.sum(actions[:, i] == levels[i])) for i, name in enumerate(names)}
     probability = {
         name: float(np.mean([p[name][level].item() for p in probabilities]))
         for name, level in zip(names, levels, strict=True)
     }
-    agreement = None
-    if isinstance(trained, Vote):
-        agreement = {name: int(np.sum(actions[:, i] == levels[i])) for i, name in enumerate(names)}
     action = core.action_names(np.array(levels))
     held = held_position(core, accounts)
     close = float(core.ohlc[bar, 3])

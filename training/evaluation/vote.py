@@ -111,9 +111,3 @@ def record_trained(
     fast = FastPolicy(trained, core)
     record = fast.record_episode(start)
     return record, fast.final_accounts
-
-
-def record_vote(policies: Sequence[MultiHeadPolicy], core: TradingCore) -> pd.DataFrame:
-    """The backtest record of the vote of `policies` over `core`'s range (one row a bar, as
-    `FastPolicy.record_episode` gives a single policy's), each member deterministic."""
-    return record_trained(Vote(tuple(policies)), core)[0]
