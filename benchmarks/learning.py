@@ -403,8 +403,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = [job for job in jobs if progress.to_do(job_key(job))]
     real_jobs = [job for job in real_jobs if progress.to_do(job_key(job))]
     progress.plan([job_key(job) for job in [*jobs, *real_jobs]])
-    print(f"learning benchmark: {len(jobs)} synthetic runs ({', '.join(kinds)}; seeds "
-          f"{' '.join(map(str, seeds))}), {len(real_jobs)} walk-forwards on real data, config "
+    synthetic = f" ({', '.join(kinds)}; seeds {' '.join(map(str, seeds))})" if jobs else ""
+    print(f"learning benchmark: {len(jobs)} synthetic runs{synthetic}, "
+          f"{len(real_jobs)} walk-forwards on real data, config "
           f"{args.config} {' '.join(overrides)}, {args.jobs} at once -> {out}"
           f"{progress.describe_earlier()}", flush=True)  # fmt: skip
     pool = ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn"))

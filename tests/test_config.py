@@ -55,13 +55,14 @@ def test_shipped_values() -> None:
     assert (smoke.train.total_timesteps, smoke.train.progress_bar) == (256, False)
     gpu = load_config(CONFIGS / "gpu.yaml")
     assert (gpu.policy.device, gpu.policy.bf16, gpu.ppo.batch_size) == ("cuda", True, 4096)
-    default = load_config(DEFAULT_CONFIG_PATH)  # the learning benchmark's C166 (RESULTS.md)
+    default = load_config(DEFAULT_CONFIG_PATH)  # the learning benchmark's C170 (RESULTS.md)
     assert default.train.total_timesteps == 150_000 and default.ppo.gamma == 0.5
     assert default.ppo.learning_rate == 1e-4 and default.train.feature_noise == 0.0
     assert (default.train.resampled_paths, default.train.resample_block) == (3, 128)
     assert default.train.resample_method == "permutation" and default.train.resample_detrend == 0
     assert (default.train.eval_every, default.train.eval_start) == (15_000, 60_000)
-    assert default.train.restarts == 1 and default.train.challenger_margin == 1.0
+    assert default.train.restarts == 2 and default.train.vote
+    assert default.train.challenger_margin == 1.0
     assert default.train.hold_margin == 1.0 and default.train.select_by == "growth"
     assert default.train.challenger == ("train.direction_outcomes=0.2",)
     assert default.train.direction_teacher == 1.0 and default.train.direction_outcomes == 0.0
