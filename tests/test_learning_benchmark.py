@@ -116,6 +116,7 @@ def test_sigterm_keeps_the_runs_that_landed_and_ends_the_workers(tmp_path: Path)
     command = [sys.executable, str(REPO / "benchmarks" / "learning.py"), "--kinds",
                "random_walk", "--seeds", "0", "1", "2", "--timesteps", ONE_ROLLOUT,
                "--fresh-series", "0", "--jobs", "1", "--set", "train.restarts=1",
+               "--set", "train.vote=false",
                "--out", str(out)]  # fmt: skip
     benchmark = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  text=True)  # fmt: skip
@@ -205,6 +206,8 @@ def test_runs_score_the_agent_the_estimated_ceiling_and_the_heads_probes(
             "env.volatility_target=0.3",
             "--set",
             "train.restarts=1",
+            "--set",
+            "train.vote=false",
             "--out",
             str(tmp_path),
         ],
@@ -639,7 +642,7 @@ def test_reselect_keeps_what_other_selection_keys_would_have_kept(tmp_path: Path
     done = _benchmark("--quick", "--kinds", "random_walk", "--seeds", "0",
                       "--timesteps", ONE_ROLLOUT, "--fresh-series", "1", "--jobs", "1",
                       "--out", str(trained), "--set", "train.checkpoint_every=204",
-                      "--set", "train.restarts=1")  # fmt: skip
+                      "--set", "train.restarts=1", "--set", "train.vote=false")  # fmt: skip
     # (eval_every is a tenth of the run: a checkpoint at every validation pass; an incumbent of
     # one training, whose checkpoints are its own)
     assert done.returncode == 0, done.stderr
@@ -723,7 +726,8 @@ def test_reselect_takes_each_contender_from_the_run_that_trained_it(tmp_path: Pa
     """A contest of contenders two runs trained: the incumbent on drift-free copies (and the
     hold contender of that config) from one, the challenger from the other."""
     tiny = ("--quick", "--kinds", "random_walk", "--seeds", "0", "--timesteps", ONE_ROLLOUT,
-            "--fresh-series", "0", "--jobs", "1", "--set", "train.restarts=1")  # fmt: skip
+            "--fresh-series", "0", "--jobs", "1", "--set", "train.restarts=1",
+            "--set", "train.vote=false")  # fmt: skip
     plain, drift_free = tmp_path / "plain", tmp_path / "drift_free"
     done = _benchmark(*tiny, "--out", str(plain))
     assert done.returncode == 0, done.stderr
@@ -784,7 +788,7 @@ def test_reselect_holds_each_walk_forward_fold_again_without_training(
     trained = tmp_path / "trained"
     done = _benchmark("--real-only", "--real-seeds", "0", "--folds", "2",
                       "--timesteps", ONE_ROLLOUT, "--jobs", "1", "--out", str(trained),
-                      "--set", "train.restarts=1",
+                      "--set", "train.restarts=1", "--set", "train.vote=false",
                       "--set", "data.path=data/gymanytrading_GOOGL_daily.csv")  # fmt: skip
     # (one instrument, an incumbent of one training; a restarted one is resumed as finished in
     # test_reselect_reads_a_restarted_incumbent_as_fewer_restarts)
