@@ -55,7 +55,8 @@ Usage:
     python benchmarks/learning.py --combine OUT [OUT ...]
     python benchmarks/learning.py --reselect OUT [--from OTHER ...] [--set k=v ...] --out NEW
 
-`--quick` (a few minutes on 2 cores): 2 seeds, 40k timesteps, a short real walk-forward. With
+`--quick` (about 6 minutes on 2 cores under the default): 2 seeds, 40k timesteps, and with
+`--real` a walk-forward of real seed 0. With
 `--timesteps` (or `--quick`) the config's validation schedule is fitted to the shorter run: ten
 passes, the first held back by the same share of the run (`validation_schedule`). Runs go to
 `--out`; the tables are printed and written to `<out>/learning.json`, which holds every run's
