@@ -527,10 +527,10 @@ def assert_one_line_error(code: int, err: str, message: str) -> None:
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
-def agent_result(positions: list[float]) -> BacktestResult:
+def agent_result(positions: list[float], decision_interval: int = 1) -> BacktestResult:
     """A backtest whose agent closes bars 1.. in `positions` (row 0 is the flat start)."""
     record = pd.DataFrame({"position": [0.0, *positions]})
-    return BacktestResult({"agent": record}, {}, {}, None, 252.0)
+    return BacktestResult({"agent": record}, {}, {}, None, 252.0, decision_interval)
 
 
 def test_a_note_says_when_the_agent_held_rather_than_timed():
@@ -542,6 +542,14 @@ def test_a_note_says_when_the_agent_held_rather_than_timed():
         "Sharpe 1.28 against sized_hold's 1.31 (buy-and-hold sized by the same volatility budget)"
     )
     assert holding_note([held], sharpes).endswith("Sharpe 1.28 against buy_and_hold's 1.16")
+    # An agent deciding every 5 bars resizes to the budget only then; sized_hold on any bar.
+    weekly = agent_result([5.0] * 200, decision_interval=5)
+    assert holding_note([weekly], sized).endswith(
+        "Sharpe 1.28 against sized_hold's 1.31 (buy-and-hold sized by the same volatility budget, "
+        "resized on any bar; the agent resizes only on its decisions, every 5)"
+    )
+    assert holding_note(iter([weekly]), sized) == holding_note([weekly], sized)  # read once
+    assert holding_note([weekly], sharpes).endswith("Sharpe 1.28 against buy_and_hold's 1.16")
     # Pooled over instruments: 200 + 98 long closes of 300 is 99%.
     pooled = [held, agent_result([0.0, 0.0, *[3.0] * 98])]
     assert holding_note(pooled, sized).startswith("the agent was long at 99% of the closes")
