@@ -185,7 +185,7 @@ def holding_note(
     the baseline that holds the same way: `SIZED_HOLD` where the env sizes by a volatility
     budget, else buy_and_hold. `SIZED_HOLD` resizes to the budget on any bar and an agent that
     decides every k > 1 bars only on its decision bars, which alone moves their figures apart
-    (on AAPL 2010-2013, 84% against 106%, the agent holding throughout): the line then says so.
+    (benchmarks/RESULTS.md, sixty-seventh round): the line then says so.
     """
     results = list(results)
     position = np.concatenate(
