@@ -6,6 +6,7 @@ leave a reader at a dead link.
 """
 
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,11 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def anchors(page: Path) -> set[str]:
+@cache
+def anchors(page: Path) -> frozenset[str]:
     """The anchors of every heading of `page` (lines starting with #, outside code blocks)."""
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
-    return {anchor(title) for title in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+    return frozenset(anchor(title) for title in re.findall(r"^#+ (.+)$", text, flags=re.M))
 
 
 def test_anchor_follows_githubs_rule():
